@@ -1,0 +1,83 @@
+// Shared helpers for knit's GoogleTest suites.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "knit/sched.h"
+#include "runtime/carpet.h"
+
+namespace knit_test {
+
+// Owns a carpet for the life of a test.
+struct Carpet {
+    knit_carpet *c = nullptr;
+    Carpet(const char *sched, unsigned consumers, unsigned region_lanes,
+           knit_claim_trace_fn trace = nullptr, void *trace_ctx = nullptr) {
+        const knit_sched_ops *ops = nullptr;
+        EXPECT_EQ(0, knit_sched_lookup(sched, "test", &ops)) << knit_last_error();
+        knit_sched_params p{consumers, region_lanes};
+        int rc = knit__carpet_create(ops, &p, trace, trace_ctx, &c);
+        EXPECT_EQ(0, rc) << knit_last_error();
+    }
+    ~Carpet() { knit__carpet_destroy(c); }
+    Carpet(const Carpet &) = delete;
+    Carpet &operator=(const Carpet &) = delete;
+    operator knit_carpet *() const { return c; }
+
+    // Publishes one task whose arg is `id`, with `len` inline bytes derived
+    // from it. Returns the lane or a negative code.
+    int publish(uint64_t id, size_t len = 8) {
+        knit__lane_task t{};
+        t.arg = reinterpret_cast<void *>(static_cast<uintptr_t>(id));
+        unsigned char bytes[KNIT__INLINE_BYTES];
+        fill(id, bytes, len);
+        return knit__carpet_publish(c, &t, bytes, len);
+    }
+    static void fill(uint64_t id, unsigned char *b, size_t len) {
+        for (size_t i = 0; i < len; i++)
+            b[i] = static_cast<unsigned char>((id * 131u + i * 7u) ^ (id >> 8));
+    }
+    static bool intact(const knit__slot *s) {
+        uint64_t id = reinterpret_cast<uintptr_t>(s->task.arg);
+        unsigned char want[KNIT__INLINE_BYTES];
+        fill(id, want, s->task.len);
+        return std::memcmp(want, s->data, s->task.len) == 0;
+    }
+};
+
+// A visitor that copies lanes out and records them in run order; it can be
+// told to fail at the n-th visit.
+struct Collector {
+    knit_carpet *c;
+    std::vector<unsigned> lanes;
+    std::vector<uint64_t> ids;
+    int fail_at = -1; // visit index that returns fail_code
+    int fail_code = KNIT_ETASK;
+    bool corrupt = false;
+
+    explicit Collector(knit_carpet *carpet) : c(carpet) {}
+
+    static int visit(void *ctx, unsigned lane) {
+        auto *self = static_cast<Collector *>(ctx);
+        const knit__slot *s = knit__carpet_slot(self->c, lane);
+        if (!Carpet::intact(s)) self->corrupt = true;
+        int index = static_cast<int>(self->lanes.size());
+        self->lanes.push_back(lane);
+        self->ids.push_back(reinterpret_cast<uintptr_t>(s->task.arg));
+        if (index == self->fail_at) return self->fail_code;
+        return 0;
+    }
+    int claim(unsigned consumer = 0) {
+        return knit__carpet_claim(c, consumer, &Collector::visit, this);
+    }
+};
+
+inline uint32_t pending(knit_carpet *c) {
+    return knit_carpet_host_bits(c) ^ knit_carpet_worker_bits(c);
+}
+
+} // namespace knit_test
