@@ -213,10 +213,10 @@ int knit__carpet_flush(knit_carpet *c) {
     pr->burst = 0;
     if (c->ops->flush != NULL) c->ops->flush(c, c->state);
     pr->flushes++;
-    /* Fence B of the doorbell protocol: the burst's publishing stores
-     * (host_bits, and the discipline's tail) before the doorbell load in
-     * knit__doorbell_ring. Pairs with fence A in knit__doorbell_arm. */
-    atomic_thread_fence(memory_order_seq_cst);
+    /* B1 of the doorbell protocol (doorbell.h): a seq-cst RMW on host_bits,
+     * the word the parked consumer's re-check loads (A2), ordered before
+     * the doorbell load in knit__doorbell_ring (B2). It changes nothing. */
+    atomic_fetch_or_explicit(&c->host_bits, 0, memory_order_seq_cst);
     if (knit__doorbell_ring(&c->bell)) {
         /* Only the producer writes this counter; relaxed is enough. */
         atomic_store_explicit(
@@ -251,14 +251,15 @@ void knit__carpet_consumer_dead(knit_carpet *c, unsigned consumer) {
 }
 
 bool knit__carpet_pending(const knit_carpet *c) {
-    return (atomic_load_explicit(&c->host_bits, memory_order_acquire) ^
-            atomic_load_explicit(&c->worker_bits, memory_order_acquire)) != 0;
+    /* seq-cst: these are the re-check loads (A2) of the doorbell protocol. */
+    return (atomic_load_explicit(&c->host_bits, memory_order_seq_cst) ^
+            atomic_load_explicit(&c->worker_bits, memory_order_seq_cst)) != 0;
 }
 
 void knit__carpet_arm(knit_carpet *c) { knit__doorbell_arm(&c->bell); }
 
 int knit__carpet_sleep_if_idle(knit_carpet *c, int64_t timeout_ns) {
-    /* The re-check after fence A (in _arm): a publication that raced the
+    /* The re-check (A2) after the arm (A1): a publication that raced the
      * arm is seen here, without sleeping. */
     if (knit__carpet_pending(c)) {
         knit__doorbell_disarm(&c->bell);

@@ -37,9 +37,9 @@ bool knit__doorbell_sleep(knit__doorbell *b, int64_t timeout_ns) {
 }
 
 bool knit__doorbell_ring(knit__doorbell *b) {
-    /* Cheap test first: an OFF doorbell (nobody parked) costs one load. The
-     * caller's fence B already ordered its publication before this load. */
-    if (atomic_load_explicit(&b->word, memory_order_relaxed) !=
+    /* B2. Cheap test first: an OFF doorbell (nobody parked) costs one
+     * load. seq-cst: ordered after the caller's B1 (see doorbell.h). */
+    if (atomic_load_explicit(&b->word, memory_order_seq_cst) !=
         KNIT__BELL_ARMED)
         return false;
     uint32_t expected = KNIT__BELL_ARMED;

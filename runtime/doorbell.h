@@ -8,19 +8,23 @@
  *              It stays SIGNALLED until the sleeper drains, so a burst of
  *              publications costs one wake.
  *
- * Sleeper:  knit__doorbell_arm()          store ARMED; full fence (A)
- *           re-check the condition        (cancel with _disarm if true)
+ * Sleeper:  knit__doorbell_arm()          seq-cst store of ARMED      (A1)
+ *           re-check the condition        seq-cst loads               (A2)
+ *                                         (cancel with _disarm if true)
  *           knit__doorbell_sleep()        futex-wait while ARMED; store OFF
- * Waker:    make the condition true       (its publishing store)
- *           full fence (B)                (by knit__doorbell_ring's caller,
- *                                           or knit__doorbell_publish_ring)
- *           knit__doorbell_ring()         if ARMED: CAS -> SIGNALLED, wake
+ * Waker:    make the condition true       ends with a seq-cst RMW on a
+ *                                         word the re-check loads     (B1)
+ *           knit__doorbell_ring()         seq-cst load; if ARMED:     (B2)
+ *                                         CAS -> SIGNALLED, futex wake
  *
- * Fences A and B order each side's store before its load (StoreLoad), so
- * at least one side sees the other's store: either the sleeper's re-check
- * sees the publication and does not sleep, or the waker sees ARMED and
- * wakes it. A wake that arrives between the CAS and the futex wait finds
- * the word no longer ARMED and the futex returns at once.
+ * All four of A1, A2, B1, B2 are seq-cst, so they sit in one total order
+ * and neither side's load can pass its own store (StoreLoad): if B2 does
+ * not see ARMED, it precedes A1, so A2 follows B1 and sees the condition.
+ * Either the sleeper's re-check sees the publication and does not sleep,
+ * or the waker sees ARMED and wakes it. A wake between the CAS and the
+ * futex wait finds the word no longer ARMED and the futex returns at once.
+ * (Seq-cst operations rather than standalone fences: ThreadSanitizer does
+ * not model atomic_thread_fence, and on x86 both cost one locked op.)
  *
  * Only C includes this header (it uses <stdatomic.h>).
  */
@@ -42,10 +46,9 @@ typedef struct knit__doorbell {
 } knit__doorbell;
 
 static inline void knit__doorbell_arm(knit__doorbell *b) {
+    /* A1: pairs with the waker's B1/B2 (see the header comment); the
+     * caller's re-check loads (A2) must be seq-cst too. */
     atomic_store_explicit(&b->word, KNIT__BELL_ARMED, memory_order_seq_cst);
-    /* Fence A: the ARMED store before the caller's re-check loads. Pairs
-     * with fence B on the waker's side (see the header comment). */
-    atomic_thread_fence(memory_order_seq_cst);
 }
 
 /* The re-check found work: stand down without sleeping. A waker that saw
@@ -59,7 +62,7 @@ static inline void knit__doorbell_disarm(knit__doorbell *b) {
  * on its condition: a return may also be a timeout or spurious. */
 bool knit__doorbell_sleep(knit__doorbell *b, int64_t timeout_ns);
 
-/* Waker side, after the caller's publishing store and fence B. Returns true
+/* Waker side (B2), after the caller's seq-cst RMW (B1). Returns true
  * when this call rang (won ARMED -> SIGNALLED and woke the sleeper). */
 bool knit__doorbell_ring(knit__doorbell *b);
 

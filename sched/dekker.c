@@ -8,8 +8,9 @@
  *   1. pending = host_bits ^ worker_bits; nothing pending: return, no write.
  *   2. Pick a region with pending lanes, from home onwards, preferring one
  *      no live peer wants; failing that, one no live senior wants.
- *   3. Store intent; full fence (StoreLoad) — pairs with the same fence in
- *      every peer's claim: of two consumers that want one region, at least
+ *   3. Store intent (seq-cst), then load the peers' intents (seq-cst): the
+ *      StoreLoad order of Dekker. All intent stores and these loads are in
+ *      one total order, so of two consumers that want one region at least
  *      one sees the other's intent.
  *   4. A live senior (lower id) with the region in its intent wins: clear
  *      ours and return. A live junior with it: wait until it clears (a
@@ -94,9 +95,10 @@ static bool knit__dekker_junior_wants(struct knit__dekker *d, unsigned me,
     uint32_t live = atomic_load_explicit(&d->live, memory_order_acquire);
     for (unsigned j = me + 1; j < d->consumers; j++) {
         if (!(live & (1u << j))) continue;
-        /* acquire pairs with the junior's release clear: its retire is
-         * visible once we see its intent gone. */
-        if (atomic_load_explicit(&d->c[j].want, memory_order_acquire) & intent)
+        /* seq-cst: the Dekker load (see step 3); it also acquires, pairing
+         * with the junior's release clear: its retire is visible once we
+         * see its intent gone. */
+        if (atomic_load_explicit(&d->c[j].want, memory_order_seq_cst) & intent)
             return true;
     }
     return false;
@@ -141,13 +143,14 @@ static int knit__dekker_claim(knit_carpet *c, void *state, unsigned me,
     }
     if (region == d->regions) return 0; /* all wanted by seniors */
     uint32_t intent = 1u << region;
+    /* StoreLoad: this seq-cst store and the seq-cst loads of the peers'
+     * intents below (and in knit__dekker_junior_wants) cannot reorder;
+     * pairs with the same store/load pair in every other consumer's claim.
+     * On x86 the store is an xchg, a full barrier. */
     atomic_store_explicit(&d->c[me].want, intent, memory_order_seq_cst);
-    /* StoreLoad: our intent before the peers' intents we load next. Pairs
-     * with this same fence in every other consumer's claim. */
-    atomic_thread_fence(memory_order_seq_cst);
     for (unsigned s = 0; s < me; s++) {
         if (!(live & (1u << s))) continue;
-        if (atomic_load_explicit(&d->c[s].want, memory_order_acquire) &
+        if (atomic_load_explicit(&d->c[s].want, memory_order_seq_cst) &
             intent) {
             /* A senior wants it: withdraw. */
             atomic_store_explicit(&d->c[me].want, 0, memory_order_release);
