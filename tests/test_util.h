@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "knit/sched.h"
@@ -78,6 +80,32 @@ struct Collector {
 
 inline uint32_t pending(knit_carpet *c) {
     return knit_carpet_host_bits(c) ^ knit_carpet_worker_bits(c);
+}
+
+// A one-shot start line for `parties` threads (C++17 has no std::barrier):
+// each calls wait(); all return once the last one arrives.
+class Barrier {
+  public:
+    explicit Barrier(unsigned parties) : left_(parties) {}
+    void wait() {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (--left_ == 0) {
+            cv_.notify_all();
+            return;
+        }
+        cv_.wait(lock, [this] { return left_ == 0; });
+    }
+
+  private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    unsigned left_;
+};
+
+// The mask of lanes [low, low + n).
+inline uint32_t lane_mask(unsigned low, unsigned n) {
+    uint32_t bits = n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
+    return bits << low;
 }
 
 } // namespace knit_test

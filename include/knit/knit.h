@@ -1,0 +1,180 @@
+/* knit — a work-stealing thread pool for C.
+ *
+ * The umbrella header: include <knit/knit.h>, link //:knit.
+ *
+ *   knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+ *   knit_pool *pool;
+ *   if (knit_pool_create(&o, &pool) != 0) puts(knit_last_error());
+ *   knit_future *f;
+ *   knit_submit(pool, work, arg, &f);
+ *   void *result;
+ *   int rc = knit_await(f, -1, &result);   // 0, KNIT_ETASK, KNIT_ECANCELED, ...
+ *   knit_future_release(f);
+ *   knit_pool_destroy(pool, KNIT_DRAIN);
+ *
+ * Errors: every function returns 0 or a negative KNIT_E* code (error.h) and
+ * leaves a detailed message in knit_last_error(). Nothing here prints,
+ * exits or aborts on bad input.
+ *
+ * Threads: every function may be called from any thread, including from
+ * inside a task, unless its comment says otherwise.
+ */
+#ifndef KNIT_KNIT_H
+#define KNIT_KNIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "knit/error.h"
+#include "knit/sched.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct knit_pool knit_pool;
+typedef struct knit_future knit_future;
+typedef struct knit_task knit_task; /* context of a running task */
+
+/* A task: returns its result (any pointer; NULL is fine). `task` is valid
+ * only during the call. */
+typedef void *(*knit_fn)(knit_task *task, void *arg);
+
+enum knit_backpressure {
+    KNIT_BLOCK = 0, /* a submit at the bound waits (a task helps instead) */
+    KNIT_FAIL = 1,  /* a submit at the bound returns KNIT_EAGAIN */
+};
+
+enum knit_destroy_how {
+    KNIT_DRAIN = 0,  /* run every submitted task, then stop */
+    KNIT_CANCEL = 1, /* settle every unstarted task as KNIT_ECANCELED */
+};
+
+/* Most worker threads a pool accepts. */
+#define KNIT_MAX_THREADS 256u
+
+typedef struct knit_pool_options {
+    size_t size;           /* sizeof(knit_pool_options), set by the INIT macro */
+    unsigned threads;      /* workers; 0: one per online CPU */
+    const char *sched;     /* discipline; NULL: $KNIT_SCHED, else "ticket" */
+    unsigned region_lanes; /* 0: default (8; dekker: as many as fit) */
+    size_t max_pending;    /* tasks submitted and not yet started; 0: 65536 */
+    int backpressure;      /* KNIT_BLOCK (default) or KNIT_FAIL */
+    unsigned spin;         /* idle polls before a worker parks; 0: default */
+    int64_t await_spin_ns; /* how long an outside await spins/helps before it
+                              parks; 0: default (50 us); < 0: never spins */
+    knit_claim_trace_fn trace; /* optional: one line per claim */
+    void *trace_ctx;
+} knit_pool_options;
+
+#define KNIT_POOL_OPTIONS_INIT { .size = sizeof(knit_pool_options) }
+
+/* Creates a pool and starts its workers. KNIT_EINVAL (with the option, the
+ * value and the limit in knit_last_error()), KNIT_ENOMEM. */
+int knit_pool_create(const knit_pool_options *opts, knit_pool **out);
+
+/* Stops the pool: KNIT_DRAIN runs every submitted task (also those tasks
+ * submit while draining), KNIT_CANCEL settles every unstarted task as
+ * KNIT_ECANCELED and tells running ones (knit_task_cancelled). Joins every
+ * worker, settles every future and frees them: after it returns, the pool's
+ * futures are invalid, and further calls on the pool return
+ * KNIT_ESHUTDOWN (the handle itself stays valid: a few bytes are kept).
+ * Must not be called from inside one of the pool's tasks (KNIT_EBUSY). */
+int knit_pool_destroy(knit_pool *pool, int how);
+
+/* Submits fn(task, arg). On success *out (if out is not NULL) is a future
+ * the caller owns and must release; with out == NULL the task runs detached.
+ * KNIT_EAGAIN (KNIT_FAIL policy, at max_pending), KNIT_ESHUTDOWN,
+ * KNIT_EINVAL, KNIT_ENOMEM. No allocation in steady state. */
+int knit_submit(knit_pool *pool, knit_fn fn, void *arg, knit_future **out);
+
+/* Waits for a future. timeout_ns < 0: no limit; 0: just test. Returns the
+ * task's outcome: 0 (result in *result if result is not NULL), KNIT_ETASK
+ * (the task failed: knit_last_error() holds its code and message),
+ * KNIT_ECANCELED, KNIT_ECLOSED, KNIT_ESHUTDOWN; or KNIT_ETIMEDOUT (the
+ * future is untouched and may be awaited again). Inside a task it runs
+ * other tasks while it waits, so nested fork-join cannot deadlock. May be
+ * called any number of times, from several threads, until released. */
+int knit_await(knit_future *f, int64_t timeout_ns, void **result);
+
+/* Waits until every future settled: 0 when all succeeded, else the first
+ * failure's code (by index); KNIT_ETIMEDOUT if the time ran out. */
+int knit_await_all(knit_future *const *fs, size_t n, int64_t timeout_ns);
+
+/* Waits until one future settled and sets *which to its index; returns that
+ * future's outcome like knit_await, or KNIT_ETIMEDOUT. */
+int knit_await_any(knit_future *const *fs, size_t n, int64_t timeout_ns,
+                   size_t *which);
+
+/* Cancels: 0 if the task had not started (it never runs; the future settles
+ * as KNIT_ECANCELED); KNIT_EBUSY if it is running (it is asked to stop:
+ * knit_task_cancelled() turns true); KNIT_EALREADY if it has settled. */
+int knit_future_cancel(knit_future *f);
+
+/* Runs fn(task, arg) once f settles (whatever the outcome); inside, the
+ * task reads f's outcome with knit_task_antecedent(). *out is the
+ * continuation's own future (the caller releases it). */
+int knit_future_then(knit_future *f, knit_fn fn, void *arg, knit_future **out);
+
+/* Gives up the caller's handle. The task still runs (detached) unless it
+ * was cancelled. A second release of the same handle is KNIT_EALREADY as
+ * long as the runtime still holds the future; after that it is undefined. */
+int knit_future_release(knit_future *f);
+
+/* True once the future has settled (never blocks). */
+bool knit_future_done(const knit_future *f);
+
+/* ---- inside a task ---- */
+
+/* Marks the running task failed with a user code (any int) and a message;
+ * the awaiter gets KNIT_ETASK and this text. Returns KNIT_ETASK, so a task
+ * may `return (void *)(intptr_t)knit_task_fail(...)` or just return NULL. */
+int knit_task_fail(knit_task *task, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* True when the task was asked to stop (knit_future_cancel, pool cancel). */
+bool knit_task_cancelled(const knit_task *task);
+knit_pool *knit_task_pool(const knit_task *task);
+/* In a continuation: the outcome of the future it follows (as knit_await
+ * would return it) and its result. KNIT_EINVAL in a plain task. */
+int knit_task_antecedent(const knit_task *task, void **result);
+
+/* ---- stats ---- */
+
+typedef struct knit_worker_stats {
+    uint64_t tasks_run;     /* tasks this worker ran */
+    uint64_t claims;        /* successful claims */
+    uint64_t lanes_claimed; /* lanes over those claims */
+    uint64_t polls_lost;    /* polls that saw work and came back empty */
+    uint64_t parks;         /* times it went to sleep */
+    uint64_t wakes;         /* times it was woken by a ring */
+} knit_worker_stats;
+
+typedef struct knit_pool_stats_t {
+    size_t size;              /* sizeof(knit_pool_stats_t), set by the caller */
+    unsigned threads;
+    const char *sched;        /* the discipline's name */
+    uint64_t submitted;       /* tasks accepted by knit_submit and then */
+    uint64_t completed;       /* tasks settled (run, failed or cancelled) */
+    uint64_t tasks_run;       /* tasks whose function ran, by any thread */
+    uint64_t cancelled;       /* tasks settled as cancelled */
+    uint64_t skipped;         /* lanes whose task was cancelled earlier */
+    uint64_t failed;          /* tasks that called knit_task_fail */
+    uint64_t pending;         /* submitted, not yet started (now) */
+    uint64_t pending_high;    /* high-water mark of pending */
+    uint64_t carpets;         /* carpets created */
+    uint64_t helped;          /* tasks run by threads awaiting (not workers) */
+    uint64_t help_depth_max;  /* deepest nesting of await-runs-a-task */
+    uint64_t arena_bytes;     /* payload arena in use (0 until the arena) */
+    knit_worker_stats total;  /* sum over workers */
+    knit_worker_stats worker[KNIT_MAX_THREADS > 64 ? 64 : KNIT_MAX_THREADS];
+} knit_pool_stats_t;
+
+/* Snapshot of the counters (each read atomically; the set is not one
+ * instant). out->size must be set. */
+int knit_pool_stats(knit_pool *pool, knit_pool_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KNIT_KNIT_H */

@@ -1,0 +1,520 @@
+/* Futures: allocation from per-thread caches, settling, waiting, cancel,
+ * continuations and release.
+ *
+ * Waiting without lost wake-ups: a waiter arms its doorbell (seq-cst),
+ * then links a record into the future's list under the future's lock, or
+ * finds the future DONE under that lock. The settler stores DONE (seq-cst)
+ * and takes the list under the same lock, then rings every record's
+ * doorbell and marks it released. So a waiter either sees DONE or is in
+ * the list the settler rings; and a waiter that stops waiting unlinks its
+ * record itself, or (if the settler took it) waits for `released` before
+ * its stack frame goes away.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cpu.h"
+#include "runtime/error.h"
+#include "runtime/pool.h"
+
+/* Deepest nesting of tasks run by awaits on one stack before an await
+ * stops running more tasks and only waits. */
+#define KNIT__MAX_DEPTH 1000u
+
+static void knit__flock(knit_future *f) {
+    unsigned spins = 0;
+    /* acquire: pairs with the release in knit__funlock. */
+    while (atomic_exchange_explicit(&f->lock, 1, memory_order_acquire)) {
+        if (++spins < 64)
+            knit__cpu_relax();
+        else
+            sched_yield(); /* the holder may be preempted (2 cores) */
+    }
+}
+
+static void knit__funlock(knit_future *f) {
+    atomic_store_explicit(&f->lock, 0, memory_order_release);
+}
+
+/* ---- allocation ---- */
+
+knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec) {
+    if (rec->cache == NULL) {
+        knit_pool *h = p->handle;
+        pthread_mutex_lock(&h->lock);
+        for (unsigned i = 0; i < KNIT__FUTURE_CACHE / 2 && p->free_futures; i++) {
+            knit_future *f = p->free_futures;
+            p->free_futures = f->free_next;
+            p->nfree_futures--;
+            f->free_next = rec->cache;
+            rec->cache = f;
+            rec->ncache++;
+        }
+        if (rec->cache == NULL) {
+            struct knit__slab *s = calloc(1, sizeof *s);
+            if (s == NULL) {
+                pthread_mutex_unlock(&h->lock);
+                return NULL;
+            }
+            s->next = p->slabs;
+            p->slabs = s;
+            for (unsigned i = 0; i < KNIT__FUTURE_SLAB; i++) {
+                s->f[i].free_next = rec->cache;
+                rec->cache = &s->f[i];
+                rec->ncache++;
+            }
+        }
+        pthread_mutex_unlock(&h->lock);
+    }
+    knit_future *f = rec->cache;
+    rec->cache = f->free_next;
+    rec->ncache--;
+    /* Not shared yet: the lane's release store publishes these. */
+    atomic_init(&f->state, KNIT__F_PENDING);
+    atomic_init(&f->refs, 1);
+    atomic_init(&f->lock, 0);
+    atomic_init(&f->cancel, 0);
+    atomic_init(&f->user, 0);
+    f->code = 0;
+    f->task_code = 0;
+    f->message = NULL;
+    f->result = NULL;
+    f->waiters = NULL;
+    f->conts = NULL;
+    f->cont_next = NULL;
+    f->fn = NULL;
+    f->arg = NULL;
+    f->antecedent = NULL;
+    f->pool = p;
+    f->free_next = NULL;
+    return f;
+}
+
+void knit__future_free_unused(knit_future *f, struct knit__producer *rec) {
+    f->free_next = rec->cache;
+    rec->cache = f;
+    rec->ncache++;
+}
+
+static void knit__future_free(knit_future *f) {
+    struct knit__pool *p = f->pool;
+    knit_future *antecedent = f->antecedent;
+    free(f->message);
+    f->message = NULL;
+    struct knit__producer *rec = knit__producer_get(p->handle, p);
+    if (rec != NULL) {
+        f->free_next = rec->cache;
+        rec->cache = f;
+        if (++rec->ncache > KNIT__FUTURE_CACHE) {
+            /* Give half back, so futures freed on workers find their way
+             * back to the threads that submit. */
+            pthread_mutex_lock(&p->handle->lock);
+            while (rec->ncache > KNIT__FUTURE_CACHE / 2) {
+                knit_future *g = rec->cache;
+                rec->cache = g->free_next;
+                rec->ncache--;
+                g->free_next = p->free_futures;
+                p->free_futures = g;
+                p->nfree_futures++;
+            }
+            pthread_mutex_unlock(&p->handle->lock);
+        }
+    } else {
+        pthread_mutex_lock(&p->handle->lock);
+        f->free_next = p->free_futures;
+        p->free_futures = f;
+        p->nfree_futures++;
+        pthread_mutex_unlock(&p->handle->lock);
+    }
+    if (antecedent != NULL) knit__future_unref(antecedent);
+}
+
+void knit__future_unref(knit_future *f) {
+    /* acq_rel: every use of f by other holders happens before the free. */
+    if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1)
+        knit__future_free(f);
+}
+
+void knit__future_free_all(struct knit__pool *p) {
+    struct knit__slab *s = p->slabs;
+    while (s != NULL) {
+        struct knit__slab *next = s->next;
+        for (unsigned i = 0; i < KNIT__FUTURE_SLAB; i++) free(s->f[i].message);
+        free(s);
+        s = next;
+    }
+    p->slabs = NULL;
+    p->free_futures = NULL;
+}
+
+/* ---- settling ---- */
+
+void knit__future_settle(knit_future *f, int code, void *result, int task_code,
+                         char *message) {
+    f->code = code;
+    f->result = result;
+    f->task_code = task_code;
+    f->message = message;
+    knit__flock(f);
+    /* seq-cst: a waiter's re-check (seq-cst load after its seq-cst arm)
+     * either sees DONE or its record is in the list we take below. The
+     * store also releases code/result to acquire loads of state. */
+    atomic_store_explicit(&f->state, KNIT__F_DONE, memory_order_seq_cst);
+    struct knit__waiter *w = f->waiters;
+    knit_future *conts = f->conts;
+    f->waiters = NULL;
+    f->conts = NULL;
+    knit__funlock(f);
+    while (w != NULL) {
+        struct knit__waiter *next = w->next;
+        knit__doorbell_ring(w->bell);
+        /* release: after this the waiter may drop the record. */
+        atomic_store_explicit(&w->released, 1, memory_order_release);
+        w = next;
+    }
+    /* The list is newest first; run continuations in registration order. */
+    knit_future *rev = NULL;
+    while (conts != NULL) {
+        knit_future *next = conts->cont_next;
+        conts->cont_next = rev;
+        rev = conts;
+        conts = next;
+    }
+    while (rev != NULL) {
+        knit_future *next = rev->cont_next;
+        rev->cont_next = NULL;
+        knit__continuation_schedule(rev);
+        rev = next;
+    }
+}
+
+int knit__future_outcome(const knit_future *f, void **result) {
+    switch (f->code) {
+    case 0:
+        if (result != NULL) *result = f->result;
+        return 0;
+    case KNIT_ETASK:
+        return knit__fail(KNIT_ETASK, "task failed (code %d): %s", f->task_code,
+                          f->message ? f->message : "");
+    case KNIT_ECANCELED:
+        return knit__fail(KNIT_ECANCELED, "the task was cancelled before it ran");
+    case KNIT_ESHUTDOWN:
+        return knit__fail(KNIT_ESHUTDOWN, "the pool shut down before the task ran");
+    default:
+        return knit__fail(f->code, "%s", knit_strerror(f->code));
+    }
+}
+
+/* ---- waiting ---- */
+
+struct knit__set {
+    knit_future *const *fs;
+    size_t n;
+    size_t which;
+};
+
+static bool knit__set_done(void *ctx) {
+    struct knit__set *s = ctx;
+    for (size_t i = 0; i < s->n; i++)
+        /* seq-cst: the re-check after an arm (see the top of the file). */
+        if (atomic_load_explicit(&s->fs[i]->state, memory_order_seq_cst) ==
+            KNIT__F_DONE) {
+            s->which = i;
+            return true;
+        }
+    return false;
+}
+
+static void knit__waiters_link(struct knit__set *s, struct knit__waiter *w,
+                               knit__doorbell *bell) {
+    for (size_t i = 0; i < s->n; i++) {
+        knit_future *f = s->fs[i];
+        w[i].bell = bell;
+        atomic_init(&w[i].released, 0);
+        knit__flock(f);
+        w[i].linked = atomic_load_explicit(&f->state, memory_order_relaxed) !=
+                      KNIT__F_DONE;
+        if (w[i].linked) {
+            w[i].next = f->waiters;
+            f->waiters = &w[i];
+        }
+        knit__funlock(f);
+    }
+}
+
+static void knit__waiters_unlink(struct knit__set *s, struct knit__waiter *w) {
+    for (size_t i = 0; i < s->n; i++) {
+        if (!w[i].linked) continue;
+        knit_future *f = s->fs[i];
+        bool found = false;
+        knit__flock(f);
+        for (struct knit__waiter **pp = &f->waiters; *pp != NULL;
+             pp = &(*pp)->next)
+            if (*pp == &w[i]) {
+                *pp = w[i].next;
+                found = true;
+                break;
+            }
+        knit__funlock(f);
+        if (!found) /* the settler has it: wait until it lets go */
+            while (!atomic_load_explicit(&w[i].released, memory_order_acquire))
+                knit__cpu_relax();
+        w[i].linked = false;
+    }
+}
+
+/* Waits until one of fs[0..n) is DONE: 0 and *which, or KNIT_ETIMEDOUT.
+ * `help`: an outside thread may run claimable tasks while it waits. Only
+ * an unbounded wait for one future helps: a helper runs whole batches, so
+ * a bounded or any-of wait that helped could return long after its time. */
+static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
+                      size_t *which, bool help) {
+    struct knit__set set = {fs, n, 0};
+    if (knit__set_done(&set)) {
+        *which = set.which;
+        return 0;
+    }
+    if (timeout_ns == 0) return KNIT_ETIMEDOUT;
+    int64_t start = knit__now_ns();
+    int64_t deadline = timeout_ns < 0 ? INT64_MAX : start + timeout_ns;
+    struct knit__pool *p = fs[0]->pool;
+    knit_pool *h = p->handle;
+    struct knit__tls *tls = knit__tls_get();
+    struct knit__worker *w =
+        tls->worker != NULL && tls->worker->pool == p ? tls->worker : NULL;
+    struct knit__waiter local[8];
+    struct knit__waiter *recs = n <= 8 ? local : malloc(n * sizeof *recs);
+    if (recs == NULL) return knit__fail(KNIT_ENOMEM, "await: no memory");
+    int rc = KNIT_ETIMEDOUT;
+
+    /* A consumer id to help with: a worker's own; the helper id of an
+     * outside thread that is running a task (a nested await must keep
+     * helping or nested fork-join could deadlock); or, for an unbounded
+     * wait, a free helper id for a while. */
+    unsigned consumer = UINT32_MAX;
+    bool nested = tls->cpool == p && tls->current != NULL;
+    bool own_id = false;
+    bool entered = false;
+    if (w != NULL || nested) {
+        consumer = tls->consumer;
+    } else if (help && p->await_spin_ns > 0 && knit__pool_enter(h, true) == 0) {
+        entered = true;
+        consumer = knit__pool_helper_acquire(p);
+        if (consumer != UINT32_MAX) {
+            own_id = true;
+            tls->cpool = p;
+            tls->consumer = consumer;
+        }
+    }
+    struct knit__producer *rec =
+        consumer != UINT32_MAX ? knit__producer_get(h, p) : NULL;
+    int64_t spin_end = start + p->await_spin_ns;
+    unsigned idle = 0;
+    knit__doorbell *bell = w != NULL ? &w->bell : &tls->bell;
+    for (;;) {
+        if (knit__set_done(&set)) {
+            rc = 0;
+            break;
+        }
+        if (consumer != UINT32_MAX && rec != NULL && tls->depth < KNIT__MAX_DEPTH &&
+            knit__pool_run_some(p, consumer, w, rec)) {
+            idle = 0;
+            continue;
+        }
+        if (++idle < p->spin) {
+            knit__cpu_relax();
+            continue;
+        }
+        idle = 0;
+        int64_t now = knit__now_ns();
+        if (now >= deadline) break;
+        if (own_id && now >= spin_end) {
+            /* Helped long enough: give the id back and just sleep. */
+            knit__pool_helper_release(p, consumer);
+            tls->cpool = NULL;
+            own_id = false;
+            consumer = UINT32_MAX;
+        }
+        if (entered && consumer == UINT32_MAX) {
+            knit__pool_exit(h);
+            entered = false;
+        }
+        int64_t left = deadline == INT64_MAX ? -1 : deadline - now;
+        knit__doorbell_arm(bell);
+        knit__waiters_link(&set, recs, bell);
+        if (w != NULL) {
+            /* A settle rings our doorbell, and so does a submit. */
+            knit__pool_park(p, w, left, knit__set_done, &set);
+        } else if (!knit__set_done(&set)) {
+            /* A helper running a task is not woken by submits: nap and
+             * look for work again. */
+            if (consumer != UINT32_MAX && (left < 0 || left > 200000))
+                left = 200000;
+            knit__doorbell_sleep(bell, left);
+        } else {
+            knit__doorbell_disarm(bell);
+        }
+        knit__waiters_unlink(&set, recs);
+    }
+    if (own_id) {
+        knit__pool_helper_release(p, consumer);
+        tls->cpool = NULL;
+    }
+    if (entered) knit__pool_exit(h);
+    if (recs != local) free(recs);
+    if (rc == 0) *which = set.which;
+    return rc;
+}
+
+static int knit__check_future(const knit_future *f, const char *what) {
+    if (f == NULL) return knit__fail(KNIT_EINVAL, "%s: future is NULL", what);
+    if (atomic_load_explicit(&f->user, memory_order_relaxed) == 0)
+        return knit__fail(KNIT_EALREADY, "%s: the future was released", what);
+    return 0;
+}
+
+int knit_await(knit_future *f, int64_t timeout_ns, void **result) {
+    int rc = knit__check_future(f, "knit_await");
+    if (rc < 0) return rc;
+    size_t which;
+    if (knit__wait(&f, 1, timeout_ns, &which, timeout_ns < 0) != 0)
+        return knit__fail(KNIT_ETIMEDOUT, "knit_await: not done after %lld ns",
+                          (long long)timeout_ns);
+    return knit__future_outcome(f, result);
+}
+
+int knit_await_all(knit_future *const *fs, size_t n, int64_t timeout_ns) {
+    if (fs == NULL && n > 0) return knit__fail(KNIT_EINVAL, "await_all: fs is NULL");
+    for (size_t i = 0; i < n; i++) {
+        int rc = knit__check_future(fs[i], "knit_await_all");
+        if (rc < 0) return rc;
+    }
+    int64_t deadline = timeout_ns < 0 ? INT64_MAX : knit__now_ns() + timeout_ns;
+    for (size_t i = 0; i < n; i++) {
+        int64_t left = deadline == INT64_MAX ? -1 : deadline - knit__now_ns();
+        if (left < 0 && deadline != INT64_MAX) left = 0;
+        size_t which;
+        if (knit__wait(&fs[i], 1, left, &which, left < 0) != 0)
+            return knit__fail(KNIT_ETIMEDOUT,
+                              "knit_await_all: future %zu of %zu not done after "
+                              "%lld ns",
+                              i, n, (long long)timeout_ns);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (fs[i]->code != 0) return knit__future_outcome(fs[i], NULL);
+    return 0;
+}
+
+int knit_await_any(knit_future *const *fs, size_t n, int64_t timeout_ns,
+                   size_t *which) {
+    if (fs == NULL || n == 0)
+        return knit__fail(KNIT_EINVAL, "knit_await_any: no futures");
+    for (size_t i = 0; i < n; i++) {
+        int rc = knit__check_future(fs[i], "knit_await_any");
+        if (rc < 0) return rc;
+        if (fs[i]->pool != fs[0]->pool)
+            return knit__fail(KNIT_EINVAL,
+                              "knit_await_any: futures %zu and 0 belong to "
+                              "different pools",
+                              i);
+    }
+    size_t w = 0;
+    if (knit__wait(fs, n, timeout_ns, &w, false) != 0)
+        return knit__fail(KNIT_ETIMEDOUT, "knit_await_any: none of %zu done after "
+                          "%lld ns", n, (long long)timeout_ns);
+    if (which != NULL) *which = w;
+    return knit__future_outcome(fs[w], NULL);
+}
+
+bool knit_future_done(const knit_future *f) {
+    return f != NULL &&
+           atomic_load_explicit(&f->state, memory_order_acquire) == KNIT__F_DONE;
+}
+
+/* ---- cancel, then, release ---- */
+
+int knit_future_cancel(knit_future *f) {
+    int rc = knit__check_future(f, "knit_future_cancel");
+    if (rc < 0) return rc;
+    knit_pool *h = f->pool->handle;
+    rc = knit__pool_enter(h, true);
+    if (rc < 0) return rc;
+    uint32_t expect = KNIT__F_PENDING;
+    /* Winning PENDING -> RUNNING is the right to settle: the worker that
+     * claims the lane later loses the same CAS and skips the task. */
+    if (atomic_compare_exchange_strong_explicit(&f->state, &expect,
+                                                KNIT__F_RUNNING,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
+        struct knit__producer *rec = knit__producer_get(h, f->pool);
+        if (rec != NULL)
+            atomic_store_explicit(
+                &rec->cancelled,
+                atomic_load_explicit(&rec->cancelled, memory_order_relaxed) + 1,
+                memory_order_relaxed);
+        knit__pool_exit(h);
+        return 0;
+    }
+    knit__pool_exit(h);
+    if (expect == KNIT__F_DONE)
+        return knit__fail(KNIT_EALREADY, "knit_future_cancel: already settled");
+    /* Running: ask it to stop; it reads this with knit_task_cancelled. */
+    atomic_store_explicit(&f->cancel, 1, memory_order_release);
+    return knit__fail(KNIT_EBUSY, "knit_future_cancel: the task is running; "
+                                  "it was asked to stop");
+}
+
+int knit_future_then(knit_future *f, knit_fn fn, void *arg, knit_future **out) {
+    if (out != NULL) *out = NULL;
+    int rc = knit__check_future(f, "knit_future_then");
+    if (rc < 0) return rc;
+    if (fn == NULL) return knit__fail(KNIT_EINVAL, "knit_future_then: fn is NULL");
+    struct knit__pool *p = f->pool;
+    knit_pool *h = p->handle;
+    rc = knit__pool_enter(h, false);
+    if (rc < 0) return rc;
+    struct knit__producer *rec = knit__producer_get(h, p);
+    knit_future *g = rec != NULL ? knit__future_alloc(p, rec) : NULL;
+    if (g == NULL) {
+        knit__pool_exit(h);
+        return knit__fail(KNIT_ENOMEM, "knit_future_then: no memory");
+    }
+    g->fn = fn;
+    g->arg = arg;
+    g->antecedent = f;
+    atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+    /* One reference for the antecedent's list (then the lane), one for
+     * the caller. */
+    atomic_store_explicit(&g->refs, out != NULL ? 2 : 1, memory_order_relaxed);
+    atomic_store_explicit(&g->user, out != NULL ? 1 : 0, memory_order_relaxed);
+    knit__flock(f);
+    bool done = atomic_load_explicit(&f->state, memory_order_relaxed) ==
+                KNIT__F_DONE;
+    if (!done) {
+        g->cont_next = f->conts;
+        f->conts = g;
+    }
+    knit__funlock(f);
+    if (out != NULL) *out = g;
+    if (done) knit__continuation_schedule(g);
+    knit__pool_exit(h);
+    return 0;
+}
+
+int knit_future_release(knit_future *f) {
+    if (f == NULL) return knit__fail(KNIT_EINVAL, "knit_future_release: NULL");
+    /* Detects a second release while the runtime still holds the future;
+     * once it is recycled, a stale handle is undefined behaviour. */
+    if (atomic_exchange_explicit(&f->user, 0, memory_order_acq_rel) == 0)
+        return knit__fail(KNIT_EALREADY, "knit_future_release: already released");
+    knit_pool *h = f->pool->handle;
+    int rc = knit__pool_enter(h, true);
+    if (rc < 0) return rc;
+    knit__future_unref(f);
+    knit__pool_exit(h);
+    return 0;
+}

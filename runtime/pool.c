@@ -1,0 +1,625 @@
+/* The pool: creation, workers, finding work, parking, stats, destroy.
+ *
+ * Workers claim from their own carpets first (where their subtasks go),
+ * then from every carpet in the registry, starting at a rotating index,
+ * through the pool's discipline. A claimed batch is copied out of the
+ * lanes (the claim retires them) and then run, so no lane is held while a
+ * task runs.
+ *
+ * Parking (no lost wake-up; the doorbell protocol of doorbell.h):
+ *   worker:  arm its doorbell (A1), set its bit in `parked` (seq-cst RMW),
+ *            re-check every carpet, the pool state and its wait condition
+ *            with seq-cst loads (A2); sleep only if all are idle.
+ *   submit:  publish, flush (a seq-cst RMW on the carpet's host_bits, B1),
+ *            then load `parked` (seq-cst, B2); if a bit is set, clear it
+ *            (the winner of the clear rings) and ring that worker.
+ *   Either the worker's re-check sees the publication or the submitter
+ *   sees the parked bit. A submit to an idle pool wakes one worker; a
+ *   worker that claims a full batch while others sleep wakes one more.
+ *
+ * Lifetime against destroy: every public entry point that touches the
+ * pool counts itself in the handle's `users` (knit__pool_enter), then
+ * re-checks the state; knit_pool_destroy moves the state on first and
+ * waits for `users` to reach 0 before it frees anything (seq-cst on both
+ * sides: a Dekker pair).
+ */
+#define _GNU_SOURCE
+#include "runtime/pool.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/cpu.h"
+#include "runtime/error.h"
+
+/* Handles of destroyed pools, kept so late calls get KNIT_ESHUTDOWN. */
+static pthread_mutex_t knit__grave_lock = PTHREAD_MUTEX_INITIALIZER;
+static knit_pool *knit__graveyard;
+static _Atomic uint64_t knit__next_gen = 1;
+
+static _Thread_local struct knit__tls knit__tls_state;
+
+struct knit__tls *knit__tls_get(void) { return &knit__tls_state; }
+
+int64_t knit__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void knit__stat_add(_Atomic uint64_t *s, uint64_t v) {
+    /* Owner-only counter: a relaxed load and store, no RMW. */
+    atomic_store_explicit(s, atomic_load_explicit(s, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+/* ---- entering and leaving ---- */
+
+int knit__pool_enter(knit_pool *h, bool any) {
+    if (h == NULL) return knit__fail(KNIT_EINVAL, "pool is NULL");
+    /* seq-cst RMW then seq-cst load: pairs with destroy's seq-cst state
+     * store followed by its seq-cst loads of `users` (knit_pool_destroy). */
+    atomic_fetch_add_explicit(&h->users, 1, memory_order_seq_cst);
+    uint32_t st = atomic_load_explicit(&h->state, memory_order_seq_cst);
+    bool ok = any ? st != KNIT__POOL_DEAD
+                  : (st == KNIT__POOL_LIVE || st == KNIT__POOL_DRAINING ||
+                     st == KNIT__POOL_CANCELLING);
+    if (!ok) {
+        atomic_fetch_sub_explicit(&h->users, 1, memory_order_release);
+        return knit__fail(KNIT_ESHUTDOWN, "the pool is %s",
+                          st == KNIT__POOL_DEAD ? "destroyed"
+                                                : "shutting down");
+    }
+    return 0;
+}
+
+static void knit__handle_leave(knit_pool *h) {
+    /* release: what this call did to the pool happens before destroy
+     * frees it (destroy acquires `users`). */
+    atomic_fetch_sub_explicit(&h->users, 1, memory_order_release);
+}
+
+/* ---- finding work ---- */
+
+struct knit__frame {
+    knit_carpet *c;
+    unsigned n;
+    knit_future *f[KNIT_LANES];
+};
+
+/* The pool's visit: copy the lane's future out; the claim retires it. */
+static int knit__copy_lane(void *ctx, unsigned lane) {
+    struct knit__frame *fr = ctx;
+    fr->f[fr->n++] = knit__carpet_slot(fr->c, lane)->task.future;
+    return 0;
+}
+
+static void knit__space_notify(struct knit__pool *p) {
+    /* seq-cst load after the seq-cst counts RMW: pairs with the
+     * submitter's waiter RMW then counts load (knit__space_wait). */
+    if (atomic_load_explicit(&p->space_waiters, memory_order_seq_cst) == 0)
+        return;
+    atomic_fetch_add_explicit(&p->space_seq, 1, memory_order_release);
+    syscall(SYS_futex, (uint32_t *)&p->space_seq, FUTEX_WAKE_PRIVATE, INT32_MAX,
+            NULL, NULL, 0);
+}
+
+static bool knit__any_parked(struct knit__pool *p) {
+    unsigned words = (p->threads + 63) / 64;
+    for (unsigned i = 0; i < words; i++)
+        if (atomic_load_explicit(&p->parked[i], memory_order_seq_cst) != 0)
+            return true;
+    return false;
+}
+
+void knit__pool_wake_one(struct knit__pool *p) {
+    unsigned words = (p->threads + 63) / 64;
+    for (unsigned i = 0; i < words; i++) {
+        /* B2 of the parking protocol (see the top of this file). */
+        uint64_t m = atomic_load_explicit(&p->parked[i], memory_order_seq_cst);
+        while (m != 0) {
+            unsigned bit = (unsigned)__builtin_ctzll(m);
+            uint64_t prev = atomic_fetch_and_explicit(
+                &p->parked[i], ~(1ull << bit), memory_order_seq_cst);
+            if (prev & (1ull << bit)) {
+                knit__doorbell_ring(&p->workers[i * 64 + bit].bell);
+                return;
+            }
+            m = prev & ~(1ull << bit);
+        }
+    }
+}
+
+void knit__worker_flush(struct knit__pool *p, struct knit__worker *w) {
+    if (w->unsettled == 0) return;
+    /* release: the settled tasks' effects happen before destroy (acquire
+     * load of counts) frees the pool. */
+    atomic_fetch_sub_explicit(&p->counts, w->unsettled * KNIT__LIVE_ONE,
+                              memory_order_release);
+    w->unsettled = 0;
+}
+
+/* Claims a batch from c into the consumer's deque. Returns lanes claimed. */
+static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
+                                 unsigned consumer, struct knit__worker *w,
+                                 struct knit__producer *rec) {
+    struct knit__frame fr;
+    fr.c = c;
+    fr.n = 0;
+    int k = knit__carpet_claim(c, consumer, knit__copy_lane, &fr);
+    if (fr.n == 0) {
+        if (w != NULL && k == 0 &&
+            (knit_carpet_host_bits(c) ^ knit_carpet_worker_bits(c)) != 0)
+            knit__stat_add(&w->lost, 1);
+        return 0;
+    }
+    /* Started, as far as max_pending goes. seq-cst RMW: see
+     * knit__space_notify. */
+    atomic_fetch_sub_explicit(&p->counts, fr.n, memory_order_seq_cst);
+    knit__space_notify(p);
+    if (w != NULL) {
+        knit__stat_add(&w->claims, 1);
+        knit__stat_add(&w->lanes, fr.n);
+    }
+    unsigned pushed = knit__deque_push_batch(&p->deques[consumer], fr.f, fr.n);
+    /* Pushed in publication order from the top: thieves take them in
+     * that order, and so does the claimer (knit__find steals its own top
+     * right after a claim). */
+    /* A full deque (deep nesting): run the rest right here. */
+    for (unsigned i = pushed; i < fr.n; i++)
+        knit__task_run(p, fr.f[i], w, rec);
+    /* More than one task: let a sleeping peer steal (B1 was the deque's
+     * seq-cst bottom store). */
+    if (pushed > 1 && knit__any_parked(p)) knit__pool_wake_one(p);
+    return fr.n;
+}
+
+static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
+                               struct knit__worker *w,
+                               struct knit__producer *rec) {
+    knit__deque *mine = &p->deques[consumer];
+    knit_future *f = knit__deque_pop(mine);
+    if (f != NULL) return f;
+    /* Own carpets first: a task's subtasks are there. */
+    if (rec != NULL)
+        for (unsigned i = 0; i < rec->nmine; i++)
+            if (knit__claim_into(p, rec->mine[i], consumer, w, rec)) {
+                f = knit__deque_steal(mine);
+                if (f != NULL) return f;
+            }
+    /* acquire: pairs with the release store that registered the carpet. */
+    uint32_t n_all = atomic_load_explicit(&p->nall, memory_order_acquire);
+    unsigned start = w != NULL ? w->scan : consumer;
+    for (uint32_t k = 0; k < n_all; k++) {
+        uint32_t i = (start + k) % n_all;
+        knit_carpet *c = atomic_load_explicit(&p->all[i], memory_order_acquire);
+        if (knit__claim_into(p, c, consumer, w, rec)) {
+            if (w != NULL) w->scan = i;
+            f = knit__deque_steal(mine);
+            if (f != NULL) return f;
+        }
+    }
+    /* Steal from the other consumers' deques. */
+    unsigned ids = p->threads + p->helpers;
+    for (unsigned k = 1; k < ids; k++) {
+        unsigned v = (consumer + k) % ids;
+        f = knit__deque_steal(&p->deques[v]);
+        if (f != NULL) return f;
+    }
+    return NULL;
+}
+
+unsigned knit__pool_run_some(struct knit__pool *p, unsigned consumer,
+                             struct knit__worker *w,
+                             struct knit__producer *rec) {
+    knit_future *f = knit__find(p, consumer, w, rec);
+    if (f == NULL) {
+        if (w != NULL) knit__worker_flush(p, w);
+        return 0;
+    }
+    knit__task_run(p, f, w, rec);
+    if (w != NULL && w->unsettled >= 64) knit__worker_flush(p, w);
+    return 1;
+}
+
+bool knit__pool_any_pending(struct knit__pool *p) {
+    /* seq-cst: the re-check loads (A2) of the parking protocol. */
+    uint32_t n_all = atomic_load_explicit(&p->nall, memory_order_seq_cst);
+    for (uint32_t i = 0; i < n_all; i++) {
+        knit_carpet *c = atomic_load_explicit(&p->all[i], memory_order_acquire);
+        if (knit__carpet_pending(c)) return true;
+    }
+    for (unsigned i = 0; i < p->threads + p->helpers; i++)
+        if (knit__deque_nonempty(&p->deques[i])) return true;
+    return false;
+}
+
+void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
+                     int64_t timeout_ns, bool (*ready)(void *), void *ctx) {
+    unsigned word = w->id / 64;
+    uint64_t bit = 1ull << (w->id % 64);
+    knit__doorbell_arm(&w->bell); /* A1 */
+    atomic_fetch_or_explicit(&p->parked[word], bit, memory_order_seq_cst);
+    bool busy = atomic_load_explicit(&p->handle->state, memory_order_seq_cst) >=
+                    KNIT__POOL_STOPPING ||
+                knit__pool_any_pending(p) || (ready != NULL && ready(ctx));
+    if (busy) {
+        atomic_fetch_and_explicit(&p->parked[word], ~bit, memory_order_seq_cst);
+        knit__doorbell_disarm(&w->bell);
+        return;
+    }
+    knit__stat_add(&w->parks, 1);
+    if (knit__doorbell_sleep(&w->bell, timeout_ns)) knit__stat_add(&w->wakes, 1);
+    atomic_fetch_and_explicit(&p->parked[word], ~bit, memory_order_seq_cst);
+}
+
+unsigned knit__pool_helper_acquire(struct knit__pool *p) {
+    uint32_t m = atomic_load_explicit(&p->helper_mask, memory_order_relaxed);
+    for (unsigned i = 0; i < p->helpers; i++) {
+        uint32_t bit = 1u << i;
+        while (!(m & bit)) {
+            /* acquire: the previous helper's claims on this id happen
+             * before ours (it released the bit). */
+            if (atomic_compare_exchange_weak_explicit(&p->helper_mask, &m,
+                                                      m | bit,
+                                                      memory_order_acquire,
+                                                      memory_order_relaxed))
+                return p->threads + i;
+        }
+    }
+    return UINT32_MAX;
+}
+
+void knit__pool_helper_release(struct knit__pool *p, unsigned id) {
+    atomic_fetch_and_explicit(&p->helper_mask, ~(1u << (id - p->threads)),
+                              memory_order_release);
+}
+
+/* ---- workers ---- */
+
+static void *knit__worker_main(void *arg) {
+    struct knit__worker *w = arg;
+    struct knit__pool *p = w->pool;
+    struct knit__tls *tls = knit__tls_get();
+    tls->worker = w;
+    tls->cpool = p;
+    tls->consumer = w->id;
+    unsigned idle = 0;
+    for (;;) {
+        if (knit__pool_run_some(p, w->id, w, w->rec)) {
+            idle = 0;
+            continue;
+        }
+        if (atomic_load_explicit(&p->handle->state, memory_order_acquire) >=
+            KNIT__POOL_STOPPING)
+            break;
+        /* Spin briefly, then give the CPU away, then park: on a machine
+         * with as many workers as cores, a spinning worker starves the
+         * thread that submits. */
+        idle++;
+        if (idle < p->spin) {
+            knit__cpu_relax();
+        } else if (idle < p->spin + 4) {
+            sched_yield();
+        } else {
+            knit__worker_flush(p, w);
+            knit__pool_park(p, w, -1, NULL, NULL);
+            idle = 0;
+        }
+    }
+    knit__worker_flush(p, w);
+    tls->worker = NULL;
+    tls->cpool = NULL;
+    return NULL;
+}
+
+/* ---- create ---- */
+
+static bool knit__pow2(unsigned v) { return v && !(v & (v - 1)); }
+
+static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    p->threads = o->threads ? o->threads : (unsigned)(cpus > 0 ? cpus : 1);
+    if (p->threads > KNIT_MAX_THREADS)
+        return knit__fail(KNIT_EINVAL, "threads=%u is over the limit of %u",
+                          o->threads, KNIT_MAX_THREADS);
+    if (o->backpressure != KNIT_BLOCK && o->backpressure != KNIT_FAIL)
+        return knit__fail(KNIT_EINVAL,
+                          "backpressure=%d must be KNIT_BLOCK (0) or "
+                          "KNIT_FAIL (1)",
+                          o->backpressure);
+    p->max_pending = o->max_pending ? o->max_pending : KNIT__DEFAULT_MAX_PENDING;
+    if (p->max_pending > KNIT__MAX_PENDING_LIMIT)
+        return knit__fail(KNIT_EINVAL, "max_pending=%zu is over the limit of %u",
+                          o->max_pending, KNIT__MAX_PENDING_LIMIT);
+    if (o->region_lanes != 0 &&
+        (!knit__pow2(o->region_lanes) || o->region_lanes > KNIT_LANES))
+        return knit__fail(KNIT_EINVAL,
+                          "region_lanes=%u must be a power of two in 1..%u",
+                          o->region_lanes, KNIT_LANES);
+    int rc = knit_sched_resolve(o->sched, &p->ops);
+    if (rc < 0) return rc;
+    p->backpressure = o->backpressure;
+    p->spin = o->spin ? o->spin : KNIT__DEFAULT_SPIN;
+    p->await_spin_ns = o->await_spin_ns ? o->await_spin_ns
+                                        : KNIT__DEFAULT_AWAIT_SPIN_NS;
+    p->trace = o->trace;
+    p->trace_ctx = o->trace_ctx;
+
+    /* Consumers: the workers, plus helper ids for threads that await, when
+     * the discipline has room for them. */
+    unsigned lanes = o->region_lanes;
+    bool dekker = strcmp(p->ops->name, "dekker") == 0;
+    bool single = strcmp(p->ops->name, "single") == 0;
+    if (lanes == 0) {
+        lanes = 8;
+        if (dekker)
+            while (lanes > 1 && KNIT_LANES / lanes < p->threads + KNIT__HELPERS)
+                lanes /= 2;
+    }
+    unsigned helpers = KNIT__HELPERS;
+    if (single) helpers = 0;
+    if (dekker) {
+        unsigned regions = KNIT_LANES / lanes;
+        helpers = regions > p->threads ? regions - p->threads : 0;
+        if (helpers > KNIT__HELPERS) helpers = KNIT__HELPERS;
+    }
+    if (p->threads + helpers > KNIT_SCHED_MAX_CONSUMERS)
+        helpers = p->threads >= KNIT_SCHED_MAX_CONSUMERS
+                      ? 0
+                      : KNIT_SCHED_MAX_CONSUMERS - p->threads;
+    if (p->threads > KNIT_SCHED_MAX_CONSUMERS)
+        return knit__fail(KNIT_EINVAL,
+                          "threads=%u: a carpet serves at most %u consumers",
+                          p->threads, KNIT_SCHED_MAX_CONSUMERS);
+    p->helpers = helpers;
+    p->params.consumers = p->threads + helpers;
+    p->params.region_lanes = lanes;
+    if (p->ops->check != NULL) {
+        rc = p->ops->check(&p->params);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+static void knit__pool_free(struct knit__pool *p) {
+    if (p == NULL) return;
+    struct knit__producer *r = p->producers;
+    while (r != NULL) {
+        struct knit__producer *next = r->next;
+        knit__producer_free(r);
+        r = next;
+    }
+    uint32_t n = atomic_load_explicit(&p->nall, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++)
+        knit__carpet_destroy(atomic_load_explicit(&p->all[i],
+                                                  memory_order_relaxed));
+    free((void *)p->all);
+    knit__future_free_all(p);
+    free(p->workers);
+    free(p->deques);
+    free(p);
+}
+
+static void knit__bury(knit_pool *h) {
+    pthread_mutex_lock(&knit__grave_lock);
+    h->grave_next = knit__graveyard;
+    knit__graveyard = h;
+    pthread_mutex_unlock(&knit__grave_lock);
+}
+
+static void knit__stop_workers(struct knit__pool *p, unsigned started) {
+    atomic_store_explicit(&p->handle->state, KNIT__POOL_STOPPING,
+                          memory_order_seq_cst);
+    for (unsigned i = 0; i < started; i++)
+        knit__doorbell_ring(&p->workers[i].bell);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(p->workers[i].thread, NULL);
+}
+
+int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
+    if (out == NULL) return knit__fail(KNIT_EINVAL, "out is NULL");
+    *out = NULL;
+    if (opts == NULL) return knit__fail(KNIT_EINVAL, "options is NULL");
+    if (opts->size != sizeof(knit_pool_options))
+        return knit__fail(KNIT_EINVAL,
+                          "options.size=%zu, expected %zu: initialise with "
+                          "KNIT_POOL_OPTIONS_INIT",
+                          opts->size, sizeof(knit_pool_options));
+    knit__thread_exit_hook_install();
+    struct knit__pool *p = aligned_alloc(KNIT__LINE,
+                                         (sizeof *p + KNIT__LINE - 1) &
+                                             ~(size_t)(KNIT__LINE - 1));
+    knit_pool *h = calloc(1, sizeof *h);
+    if (p == NULL || h == NULL) {
+        free(p);
+        free(h);
+        return knit__fail(KNIT_ENOMEM, "cannot allocate the pool");
+    }
+    memset(p, 0, sizeof *p);
+    int rc = knit__configure(p, opts);
+    if (rc < 0) {
+        free(p);
+        free(h);
+        return rc;
+    }
+    p->handle = h;
+    atomic_init(&h->state, KNIT__POOL_LIVE);
+    atomic_init(&h->users, 0);
+    pthread_mutex_init(&h->lock, NULL);
+    h->p = p;
+    h->gen = atomic_fetch_add_explicit(&knit__next_gen, 1, memory_order_relaxed);
+    atomic_init(&p->counts, 0);
+    atomic_init(&p->pending_high, 0);
+    atomic_init(&p->space_seq, 0);
+    atomic_init(&p->space_waiters, 0);
+    for (unsigned i = 0; i < KNIT__PARKED_WORDS; i++) atomic_init(&p->parked[i], 0);
+    atomic_init(&p->helper_mask, 0);
+    atomic_init(&p->help_depth_max, 0);
+    atomic_init(&p->nall, 0);
+    p->capall = (uint32_t)(p->max_pending / KNIT_LANES + p->threads + 64);
+    p->all = calloc(p->capall, sizeof *p->all);
+    p->workers = aligned_alloc(KNIT__LINE, sizeof *p->workers * p->threads);
+    p->deques = aligned_alloc(KNIT__LINE,
+                              sizeof *p->deques * (p->threads + p->helpers));
+    if (p->deques != NULL)
+        for (unsigned i = 0; i < p->threads + p->helpers; i++)
+            knit__deque_init(&p->deques[i]);
+    if (p->all == NULL || p->workers == NULL || p->deques == NULL) {
+        knit__pool_free(p);
+        knit__bury(h);
+        return knit__fail(KNIT_ENOMEM, "cannot allocate %u workers", p->threads);
+    }
+    memset(p->workers, 0, sizeof *p->workers * p->threads);
+    for (unsigned i = 0; i < p->threads; i++) {
+        struct knit__worker *w = &p->workers[i];
+        atomic_init(&w->bell.word, KNIT__BELL_OFF);
+        w->id = i;
+        w->pool = p;
+        w->scan = i;
+        w->rec = knit__producer_add(p, false);
+        if (w->rec == NULL) {
+            knit__pool_free(p);
+            knit__bury(h);
+            return knit__fail(KNIT_ENOMEM, "cannot allocate worker %u", i);
+        }
+        w->rec->worker = (int)i;
+    }
+    for (unsigned i = 0; i < p->threads; i++) {
+        int err = pthread_create(&p->workers[i].thread, NULL, knit__worker_main,
+                                 &p->workers[i]);
+        if (err != 0) {
+            knit__stop_workers(p, i);
+            knit__pool_free(p);
+            atomic_store_explicit(&h->state, KNIT__POOL_DEAD, memory_order_seq_cst);
+            h->p = NULL;
+            knit__bury(h);
+            return knit__fail(err == EAGAIN ? KNIT_EAGAIN : KNIT_ENOMEM,
+                              "cannot start worker thread %u of %u: %s", i,
+                              p->threads, strerror(err));
+        }
+        char name[16];
+        snprintf(name, sizeof name, "knit-w%u", i % 1000u);
+        pthread_setname_np(p->workers[i].thread, name);
+    }
+    *out = h;
+    return 0;
+}
+
+/* ---- destroy ---- */
+
+int knit_pool_destroy(knit_pool *h, int how) {
+    if (h == NULL) return knit__fail(KNIT_EINVAL, "pool is NULL");
+    if (how != KNIT_DRAIN && how != KNIT_CANCEL)
+        return knit__fail(KNIT_EINVAL,
+                          "how=%d must be KNIT_DRAIN (0) or KNIT_CANCEL (1)", how);
+    struct knit__tls *tls = knit__tls_get();
+    pthread_mutex_lock(&h->lock);
+    uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+    if (st != KNIT__POOL_LIVE) {
+        pthread_mutex_unlock(&h->lock);
+        return knit__fail(KNIT_ESHUTDOWN, "the pool is already %s",
+                          st == KNIT__POOL_DEAD ? "destroyed" : "shutting down");
+    }
+    struct knit__pool *p = h->p;
+    if ((tls->worker != NULL && tls->worker->pool == p) ||
+        (tls->current != NULL && tls->current->pool == p)) {
+        pthread_mutex_unlock(&h->lock);
+        return knit__fail(KNIT_EBUSY,
+                          "knit_pool_destroy called from inside the pool's "
+                          "own task");
+    }
+    /* From here outside submits fail; the workers go on. seq-cst: pairs
+     * with knit__pool_enter. */
+    atomic_store_explicit(&h->state,
+                          how == KNIT_DRAIN ? KNIT__POOL_DRAINING
+                                            : KNIT__POOL_CANCELLING,
+                          memory_order_seq_cst);
+    pthread_mutex_unlock(&h->lock);
+    /* Submitters blocked at the bound see the new state and leave. */
+    atomic_fetch_add_explicit(&p->space_seq, 1, memory_order_seq_cst);
+    syscall(SYS_futex, (uint32_t *)&p->space_seq, FUTEX_WAKE_PRIVATE, INT32_MAX,
+            NULL, NULL, 0);
+    /* Wait for every submitted task to settle (run or cancelled). Wake
+     * everyone each round: in CANCEL mode parked workers must come and
+     * cancel what is left. */
+    while (KNIT__LIVE(atomic_load_explicit(&p->counts, memory_order_acquire)) > 0) {
+        for (unsigned i = 0; i < p->threads; i++)
+            if (knit__pool_any_pending(p)) knit__pool_wake_one(p);
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    knit__stop_workers(p, p->threads);
+    /* Dead before we wait for users, so nobody new gets in (enter's
+     * re-check), then wait for those inside to leave. */
+    pthread_mutex_lock(&h->lock);
+    atomic_store_explicit(&h->state, KNIT__POOL_DEAD, memory_order_seq_cst);
+    pthread_mutex_unlock(&h->lock);
+    while (atomic_load_explicit(&h->users, memory_order_seq_cst) != 0) sched_yield();
+    h->p = NULL;
+    knit__pool_free(p);
+    knit__bury(h);
+    return 0;
+}
+
+/* ---- stats ---- */
+
+int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
+    if (out == NULL) return knit__fail(KNIT_EINVAL, "stats out is NULL");
+    if (out->size != sizeof(knit_pool_stats_t))
+        return knit__fail(KNIT_EINVAL, "stats.size=%zu, expected %zu", out->size,
+                          sizeof(knit_pool_stats_t));
+    int rc = knit__pool_enter(h, true);
+    if (rc < 0) return rc;
+    struct knit__pool *p = h->p;
+    size_t size = out->size;
+    memset(out, 0, sizeof *out);
+    out->size = size;
+    out->threads = p->threads;
+    out->sched = p->ops->name;
+#define KNIT__LD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+    for (unsigned i = 0; i < p->threads; i++) {
+        struct knit__worker *w = &p->workers[i];
+        knit_worker_stats s = {KNIT__LD(w->tasks_run), KNIT__LD(w->claims),
+                               KNIT__LD(w->lanes),     KNIT__LD(w->lost),
+                               KNIT__LD(w->parks),     KNIT__LD(w->wakes)};
+        if (i < sizeof out->worker / sizeof out->worker[0]) out->worker[i] = s;
+        out->total.tasks_run += s.tasks_run;
+        out->total.claims += s.claims;
+        out->total.lanes_claimed += s.lanes_claimed;
+        out->total.polls_lost += s.polls_lost;
+        out->total.parks += s.parks;
+        out->total.wakes += s.wakes;
+        out->cancelled += KNIT__LD(w->cancelled);
+        out->skipped += KNIT__LD(w->skipped);
+        out->failed += KNIT__LD(w->failed);
+    }
+    pthread_mutex_lock(&h->lock);
+    for (struct knit__producer *r = p->producers; r != NULL; r = r->next) {
+        out->submitted += KNIT__LD(r->submitted);
+        out->helped += KNIT__LD(r->helped);
+        out->cancelled += KNIT__LD(r->cancelled);
+        out->skipped += KNIT__LD(r->skipped);
+        out->failed += KNIT__LD(r->failed);
+    }
+    pthread_mutex_unlock(&h->lock);
+    out->tasks_run = out->total.tasks_run + out->helped;
+    int64_t pending = KNIT__PENDING(KNIT__LD(p->counts));
+    out->pending = pending > 0 ? (uint64_t)pending : 0;
+    out->completed = out->tasks_run + out->cancelled;
+    out->pending_high = KNIT__LD(p->pending_high);
+    out->carpets = KNIT__LD(p->nall);
+    out->help_depth_max = KNIT__LD(p->help_depth_max);
+#undef KNIT__LD
+    knit__handle_leave(h);
+    return 0;
+}
+
+void knit__pool_exit(knit_pool *h) { knit__handle_leave(h); }

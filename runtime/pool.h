@@ -1,0 +1,264 @@
+/* Internal: the pool, its workers, producers and futures. C only.
+ *
+ * Who owns what
+ * -------------
+ *   knit_pool        the user's handle: a small tombstone that outlives the
+ *                    pool (state + lock + pointer to the pool), so a call on
+ *                    a destroyed pool answers KNIT_ESHUTDOWN instead of
+ *                    touching freed memory. Kept on a global list.
+ *   knit__pool       everything else; freed by knit_pool_destroy.
+ *   knit__producer   one per (thread, pool): the carpets the thread publishes
+ *                    into and its cache of free futures. Only its thread
+ *                    touches it, except knit_pool_destroy (after the thread
+ *                    left every knit call, see `busy`) and adoption of an
+ *                    exited thread's record (under the pool lock).
+ *   knit__worker     one per worker thread: its doorbell, its stats.
+ *   knit_future      refcounted: one reference held by the lane that carries
+ *                    the task (dropped by whoever claims the lane), one by
+ *                    the user's handle (knit_future_release), one by each
+ *                    continuation that follows it.
+ *
+ * Lock rules: the pool lock (knit_pool.lock) guards the producer list, the
+ * carpet registry's growth, the futures' slab list and the global free
+ * list of futures. A future's own spinlock guards its waiter and
+ * continuation lists; it is never held while taking the pool lock.
+ */
+#ifndef KNIT_RUNTIME_POOL_H
+#define KNIT_RUNTIME_POOL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "knit/knit.h"
+#include "runtime/carpet.h"
+#include "runtime/deque.h"
+#include "runtime/doorbell.h"
+
+#define KNIT__LINE 64
+/* Consumer ids reserved for threads that help while they await. */
+#define KNIT__HELPERS 2u
+#define KNIT__MAX_PENDING_LIMIT (1u << 20)
+#define KNIT__DEFAULT_MAX_PENDING 65536u
+#define KNIT__DEFAULT_SPIN 64u
+#define KNIT__DEFAULT_AWAIT_SPIN_NS 50000
+#define KNIT__PARKED_WORDS (KNIT_MAX_THREADS / 64)
+/* Futures a thread keeps for itself before it gives half back. */
+#define KNIT__FUTURE_CACHE 512u
+#define KNIT__FUTURE_SLAB 128u
+
+/* Handle states. */
+enum {
+    KNIT__POOL_LIVE = 1,
+    KNIT__POOL_DRAINING = 2,   /* outside submits refused; tasks still run */
+    KNIT__POOL_CANCELLING = 3, /* unstarted tasks settle as cancelled */
+    KNIT__POOL_STOPPING = 4,   /* workers exit */
+    KNIT__POOL_DEAD = 5,       /* freed; the handle is a tombstone */
+};
+
+/* Future states. */
+enum {
+    KNIT__F_PENDING = 0, /* in a lane or waiting for its antecedent */
+    KNIT__F_RUNNING = 1, /* taken: running, or being cancelled */
+    KNIT__F_DONE = 2,    /* settled: code/result are final */
+};
+
+struct knit__pool;
+
+/* A thread waiting for a future: lives on that thread's stack. */
+struct knit__waiter {
+    knit__doorbell *bell;       /* rung when the future settles */
+    bool linked;                /* the waiter put it in the list */
+    struct knit__waiter *next;  /* in the future's list (future lock) */
+    _Atomic uint32_t released;  /* the settler is done with this record */
+};
+
+struct knit_future {
+    _Atomic uint32_t state;  /* PENDING -> RUNNING -> DONE */
+    _Atomic uint32_t refs;   /* see "Who owns what" */
+    _Atomic uint32_t lock;   /* spinlock: waiters, conts */
+    _Atomic uint32_t cancel; /* a cancel was requested while running */
+    _Atomic uint32_t user;   /* 1 while the user's handle is held */
+    /* Written by the settler before state becomes DONE (release); read
+     * after an acquire load sees DONE. */
+    int code;          /* 0, KNIT_ETASK, KNIT_ECANCELED, KNIT_ECLOSED, ... */
+    int task_code;     /* the code given to knit_task_fail */
+    char *message;     /* knit_task_fail's text (malloc), or NULL */
+    void *result;
+    struct knit__waiter *waiters; /* future lock */
+    knit_future *conts;           /* continuations to schedule (lock) */
+    knit_future *cont_next;       /* link in the antecedent's conts */
+    knit_fn fn;                   /* a continuation's task, until scheduled */
+    void *arg;
+    knit_future *antecedent;      /* holds a reference */
+    struct knit__pool *pool;
+    knit_future *free_next;       /* in a free list */
+};
+
+struct knit__producer {
+    struct knit__pool *pool;
+    knit_carpet **mine;   /* carpets this thread publishes into */
+    unsigned nmine, capmine, cur;
+    knit_future *cache;   /* free futures (this thread only) */
+    unsigned ncache;
+    int worker;           /* worker index, or -1 */
+    bool orphaned;        /* its thread exited; adoptable (pool lock) */
+    struct knit__producer *next; /* pool's list (pool lock) */
+    /* Stats, written by the owner only. */
+    _Atomic uint64_t submitted, helped, cancelled, skipped, failed;
+};
+
+struct knit__worker {
+    alignas(KNIT__LINE) knit__doorbell bell; /* its one sleeping place */
+    alignas(KNIT__LINE) _Atomic uint64_t tasks_run, claims, lanes, lost,
+        parks, wakes, cancelled, skipped, failed; /* owner-written */
+    pthread_t thread;
+    unsigned id;
+    unsigned scan; /* where the next scan of all carpets starts */
+    uint64_t unsettled; /* settled here, not yet taken off `live` */
+    struct knit__pool *pool;
+    struct knit__producer *rec;
+};
+
+struct knit__slab {
+    struct knit__slab *next;
+    knit_future f[KNIT__FUTURE_SLAB];
+};
+
+struct knit__pool {
+    knit_pool *handle;
+    const knit_sched_ops *ops;
+    knit_sched_params params; /* consumers = threads + helpers */
+    unsigned threads, helpers;
+    size_t max_pending;
+    int backpressure;
+    unsigned spin;
+    int64_t await_spin_ns;
+    knit_claim_trace_fn trace;
+    void *trace_ctx;
+
+    /* Two counters in one word, so a submit pays one RMW for both:
+     * low 32 bits: pending, submitted and not started (<= max_pending);
+     * high 32 bits: live, submitted and not settled (DRAIN waits for 0).
+     * Workers subtract started tasks per claim and settled tasks in
+     * batches (knit__worker.unsettled). */
+    alignas(KNIT__LINE) _Atomic uint64_t counts;
+    alignas(KNIT__LINE) _Atomic uint64_t pending_high;
+    /* Submitters blocked at the bound sleep on space_seq. */
+    alignas(KNIT__LINE) _Atomic uint32_t space_seq;
+    _Atomic uint32_t space_waiters;
+    /* Parked workers, one bit each (see knit__pool_park). */
+    alignas(KNIT__LINE) _Atomic uint64_t parked[KNIT__PARKED_WORDS];
+    /* Consumer ids threads + i for awaiting helpers. */
+    alignas(KNIT__LINE) _Atomic uint32_t helper_mask;
+    _Atomic uint64_t help_depth_max;
+
+    /* The carpet registry: workers scan all[0 .. nall). Entries are
+     * written before nall is raised (release); never removed until
+     * destroy. */
+    alignas(KNIT__LINE) _Atomic uint32_t nall;
+    uint32_t capall;
+    knit_carpet *_Atomic *all;
+
+    /* Pool lock (handle->lock) guards these. */
+    struct knit__producer *producers;
+    struct knit__slab *slabs;
+    knit_future *free_futures;
+    unsigned nfree_futures;
+
+    struct knit__worker *workers;
+    knit__deque *deques; /* one per consumer id: workers, then helpers */
+};
+
+#define KNIT__LIVE_ONE (1ull << 32)
+#define KNIT__PENDING(c) ((int64_t)(uint32_t)(c))
+#define KNIT__LIVE(c) ((int64_t)((c) >> 32))
+
+/* The handle (tombstone). */
+struct knit_pool {
+    _Atomic uint32_t state; /* KNIT__POOL_* */
+    _Atomic uint32_t users; /* threads inside a call (knit__pool_enter) */
+    pthread_mutex_t lock;   /* the pool lock */
+    struct knit__pool *p;   /* NULL once dead */
+    uint64_t gen;           /* unique per pool, for thread-local lookups */
+    struct knit_pool *grave_next;
+};
+
+/* The calling thread's knit state. */
+struct knit__tls {
+    struct knit__worker *worker; /* set in worker threads */
+    struct knit__pool *cpool;    /* the pool `consumer` belongs to, or NULL */
+    unsigned consumer;           /* this thread's consumer id (worker id, or
+                                    a helper id while it helps) */
+    knit_task *current;          /* the task running on this thread */
+    unsigned depth;              /* tasks nested on this stack */
+    knit__doorbell bell;         /* where a non-worker thread sleeps */
+};
+
+struct knit_task {
+    struct knit__pool *pool;
+    knit_future *future;
+    int failed;
+    int code;
+    char *message;
+};
+
+/* ---- runtime/pool.c ---- */
+struct knit__tls *knit__tls_get(void);
+/* Claims and runs one batch from any carpet (own first). `consumer` is a
+ * worker id or a helper id. Returns tasks handled. */
+unsigned knit__pool_run_some(struct knit__pool *p, unsigned consumer,
+                             struct knit__worker *w, struct knit__producer *rec);
+bool knit__pool_any_pending(struct knit__pool *p);
+/* After a publication (its seq-cst flush): wake one parked worker if any. */
+void knit__pool_wake_one(struct knit__pool *p);
+/* The worker's doorbell sleep, registered as parked so submits wake it. */
+void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
+                     int64_t timeout_ns, bool (*ready)(void *), void *ctx);
+/* Counts the caller in h->users and checks the state: LIVE, DRAINING or
+ * CANCELLING; with `any`, every state but DEAD. KNIT_EINVAL,
+ * KNIT_ESHUTDOWN. Every success is paired with one knit__pool_exit. */
+int knit__pool_enter(knit_pool *h, bool any);
+void knit__pool_exit(knit_pool *h);
+unsigned knit__pool_helper_acquire(struct knit__pool *p);
+void knit__pool_helper_release(struct knit__pool *p, unsigned id);
+int64_t knit__now_ns(void);
+
+/* ---- runtime/submit.c ---- */
+/* The calling thread's record for p (registers it on first use). */
+struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p);
+/* A new record linked into p (or an orphan, if adopt). Pool lock inside. */
+struct knit__producer *knit__producer_add(struct knit__pool *p, bool adopt);
+void knit__producer_free(struct knit__producer *rec);
+/* Publishes a future's task (fn/arg in the future) through rec's carpets.
+ * The caller has already counted it in pending/live. Never blocks. */
+int knit__publish(struct knit__pool *p, struct knit__producer *rec,
+                  knit_future *f);
+void knit__thread_exit_hook_install(void);
+
+/* ---- runtime/future.c ---- */
+knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec);
+void knit__future_unref(knit_future *f);
+/* Returns a future that was never shared to rec's cache. */
+void knit__future_free_unused(knit_future *f, struct knit__producer *rec);
+/* Settles f (state DONE), wakes its waiters and schedules its
+ * continuations. `message` is owned by the future afterwards. */
+void knit__future_settle(knit_future *f, int code, void *result, int task_code,
+                         char *message);
+void knit__future_free_all(struct knit__pool *p);
+void knit__continuation_schedule(knit_future *g);
+/* What knit_await returns for a settled future (sets the last error). */
+int knit__future_outcome(const knit_future *f, void **result);
+
+/* ---- runtime/task.c ---- */
+/* Runs (or skips, if cancelled) a claimed task, settles its future and
+ * drops the lane's reference. Counts the settle in w->unsettled, or takes
+ * it off `live` at once when w is NULL. */
+void knit__task_run(struct knit__pool *p, knit_future *f,
+                    struct knit__worker *w, struct knit__producer *rec);
+/* Takes a worker's settled tasks off `live`. */
+void knit__worker_flush(struct knit__pool *p, struct knit__worker *w);
+
+#endif

@@ -1,0 +1,103 @@
+/* Running a claimed task, and what a task can ask about itself. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runtime/error.h"
+#include "runtime/pool.h"
+
+static inline void knit__count(_Atomic uint64_t *s) {
+    /* Owner-only counter: a relaxed load and store, no RMW. */
+    atomic_store_explicit(s, atomic_load_explicit(s, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* One settled lane: batched on a worker, at once elsewhere. */
+static void knit__settled(struct knit__pool *p, struct knit__worker *w) {
+    if (w != NULL)
+        w->unsettled++;
+    else
+        /* release: pairs with destroy's acquire load of counts. */
+        atomic_fetch_sub_explicit(&p->counts, KNIT__LIVE_ONE,
+                                  memory_order_release);
+}
+
+void knit__task_run(struct knit__pool *p, knit_future *f,
+                    struct knit__worker *w, struct knit__producer *rec) {
+    uint32_t expect = KNIT__F_PENDING;
+    /* The right to run: a cancel that won this CAS first already settled
+     * the future, and we only drop the lane's reference. */
+    if (!atomic_compare_exchange_strong_explicit(&f->state, &expect,
+                                                 KNIT__F_RUNNING,
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        knit__count(w ? &w->skipped : &rec->skipped);
+        knit__future_unref(f);
+        knit__settled(p, w);
+        return;
+    }
+    if (atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
+        KNIT__POOL_CANCELLING) {
+        knit__count(w ? &w->cancelled : &rec->cancelled);
+        knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
+        knit__future_unref(f);
+        knit__settled(p, w);
+        return;
+    }
+    struct knit__tls *tls = knit__tls_get();
+    knit_task task = {p, f, 0, 0, NULL};
+    knit_task *outer = tls->current;
+    tls->current = &task;
+    unsigned depth = ++tls->depth;
+    uint64_t high = atomic_load_explicit(&p->help_depth_max, memory_order_relaxed);
+    while (depth > high &&
+           !atomic_compare_exchange_weak_explicit(&p->help_depth_max, &high, depth,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+    void *result = f->fn(&task, f->arg);
+    tls->depth--;
+    tls->current = outer;
+    /* Counted before the settle, so an awaiter that wakes sees it. */
+    knit__count(w ? &w->tasks_run : &rec->helped);
+    if (task.failed) knit__count(w ? &w->failed : &rec->failed);
+    knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
+                        task.message);
+    knit__future_unref(f);
+    knit__settled(p, w);
+}
+
+int knit_task_fail(knit_task *task, int code, const char *fmt, ...) {
+    if (task == NULL) return knit__fail(KNIT_EINVAL, "knit_task_fail: task is NULL");
+    char *msg = NULL;
+    if (fmt != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
+        va_end(ap);
+    }
+    free(task->message);
+    task->message = msg;
+    task->failed = 1;
+    task->code = code;
+    return KNIT_ETASK;
+}
+
+bool knit_task_cancelled(const knit_task *task) {
+    if (task == NULL) return false;
+    return atomic_load_explicit(&task->future->cancel, memory_order_acquire) ||
+           atomic_load_explicit(&task->pool->handle->state,
+                                memory_order_acquire) == KNIT__POOL_CANCELLING;
+}
+
+knit_pool *knit_task_pool(const knit_task *task) {
+    return task != NULL ? task->pool->handle : NULL;
+}
+
+int knit_task_antecedent(const knit_task *task, void **result) {
+    if (task == NULL || task->future->antecedent == NULL)
+        return knit__fail(KNIT_EINVAL,
+                          "knit_task_antecedent: not in a continuation");
+    return knit__future_outcome(task->future->antecedent, result);
+}

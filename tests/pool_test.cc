@@ -1,0 +1,476 @@
+// The pool: submit/await, timeouts, all/any, cancel, continuations,
+// failures, fork-join, backpressure, destroy, exiting producers, stats.
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "knit/knit.h"
+
+namespace {
+
+#ifdef KNIT_SANITIZER
+constexpr uint64_t kScale = 10;  // sanitizers run ~10-20x slower
+#else
+constexpr uint64_t kScale = 1;
+#endif
+
+struct Pool {
+    knit_pool *p = nullptr;
+    explicit Pool(unsigned threads, const char *sched = nullptr,
+                  size_t max_pending = 0, int backpressure = KNIT_BLOCK) {
+        knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+        o.threads = threads;
+        o.sched = sched;
+        o.max_pending = max_pending;
+        o.backpressure = backpressure;
+        EXPECT_EQ(0, knit_pool_create(&o, &p)) << knit_last_error();
+    }
+    ~Pool() {
+        if (p) {
+            EXPECT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN)) << knit_last_error();
+        }
+    }
+    operator knit_pool *() const { return p; }
+};
+
+void *ret_arg(knit_task *, void *arg) { return arg; }
+
+void *bump(knit_task *, void *arg) {
+    static_cast<std::atomic<int> *>(arg)->fetch_add(1);
+    return nullptr;
+}
+
+void *sleep_ms(knit_task *, void *arg) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(arg)));
+    return arg;
+}
+
+class PoolBySched : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(PoolBySched, SubmitAwaitReturnsResult) {
+    Pool pool(2, GetParam());
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, ret_arg, reinterpret_cast<void *>(42), &f));
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(f, -1, &r)) << knit_last_error();
+    EXPECT_EQ(reinterpret_cast<void *>(42), r);
+    EXPECT_TRUE(knit_future_done(f));
+    EXPECT_EQ(0, knit_future_release(f));
+}
+
+// Every task runs exactly once and every future settles, from 1, 2 and 8
+// submitting threads.
+TEST_P(PoolBySched, ExactlyOnceFromManySubmitters) {
+    for (unsigned submitters : {1u, 2u, 8u}) {
+        const uint64_t total = 1000000 / kScale;
+        std::vector<std::atomic<uint8_t>> hits(total);
+        for (auto &h : hits) h.store(0);
+        {
+            Pool pool(2, GetParam());
+            std::vector<std::thread> threads;
+            std::atomic<uint64_t> settled{0};
+            for (unsigned s = 0; s < submitters; s++)
+                threads.emplace_back([&, s] {
+                    std::vector<knit_future *> fs;
+                    fs.reserve(1024);
+                    for (uint64_t i = s; i < total; i += submitters) {
+                        knit_future *f = nullptr;
+                        ASSERT_EQ(0, knit_submit(
+                                         pool,
+                                         [](knit_task *, void *a) -> void * {
+                                             auto *h = static_cast<std::atomic<uint8_t> *>(a);
+                                             h->fetch_add(1, std::memory_order_relaxed);
+                                             return a;
+                                         },
+                                         &hits[i], &f))
+                            << knit_last_error();
+                        fs.push_back(f);
+                        if (fs.size() == 1024) {
+                            EXPECT_EQ(0, knit_await_all(fs.data(), fs.size(), -1));
+                            for (auto *g : fs) EXPECT_EQ(0, knit_future_release(g));
+                            settled += fs.size();
+                            fs.clear();
+                        }
+                    }
+                    EXPECT_EQ(0, knit_await_all(fs.data(), fs.size(), -1));
+                    for (auto *g : fs) EXPECT_EQ(0, knit_future_release(g));
+                    settled += fs.size();
+                });
+            for (auto &t : threads) t.join();
+            EXPECT_EQ(total, settled.load());
+            knit_pool_stats_t st;
+            st.size = sizeof st;
+            ASSERT_EQ(0, knit_pool_stats(pool, &st));
+            EXPECT_EQ(total, st.submitted);
+            EXPECT_EQ(total, st.completed);
+            EXPECT_EQ(total, st.tasks_run) << "tasks run = tasks submitted";
+            EXPECT_EQ(0u, st.pending);
+        }
+        uint64_t bad = 0;
+        for (auto &h : hits) bad += h.load() != 1;
+        EXPECT_EQ(0u, bad) << submitters << " submitters";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scheds, PoolBySched, ::testing::Values("ticket", "dekker"));
+
+TEST(Pool, AwaitTimeoutExpiresThenSucceeds) {
+    Pool pool(1);
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(200), &f));
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(KNIT_ETIMEDOUT, knit_await(f, 20'000'000, nullptr));
+    auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(waited, std::chrono::milliseconds(19));
+    EXPECT_EQ(KNIT_ETIMEDOUT, knit_await(f, 0, nullptr)) << "0 only tests";
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(f, -1, &r));
+    EXPECT_EQ(reinterpret_cast<void *>(200), r);
+    knit_future_release(f);
+}
+
+TEST(Pool, AwaitAllAndAny) {
+    Pool pool(2);
+    knit_future *fs[3];
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(300), &fs[0]));
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(1), &fs[1]));
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(150), &fs[2]));
+    size_t which = 99;
+    EXPECT_EQ(0, knit_await_any(fs, 3, -1, &which)) << knit_last_error();
+    EXPECT_EQ(1u, which);
+    EXPECT_EQ(KNIT_ETIMEDOUT, knit_await_all(fs, 3, 1'000'000));
+    EXPECT_EQ(0, knit_await_all(fs, 3, -1));
+    for (auto *f : fs) EXPECT_TRUE(knit_future_done(f));
+    for (auto *f : fs) knit_future_release(f);
+    EXPECT_EQ(KNIT_EINVAL, knit_await_any(nullptr, 0, -1, &which));
+}
+
+TEST(Pool, CancelBeforeStartNeverRuns) {
+    Pool pool(1);
+    std::atomic<int> ran{0};
+    knit_future *blocker = nullptr, *f = nullptr;
+    // The only worker is busy: the second task cannot start.
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(100), &blocker));
+    ASSERT_EQ(0, knit_submit(pool, bump, &ran, &f));
+    EXPECT_EQ(0, knit_future_cancel(f));
+    EXPECT_EQ(KNIT_ECANCELED, knit_await(f, -1, nullptr));
+    EXPECT_EQ(KNIT_EALREADY, knit_future_cancel(f));
+    EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
+    // Let the worker pass the cancelled lane.
+    knit_future *after = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, ret_arg, nullptr, &after));
+    EXPECT_EQ(0, knit_await(after, -1, nullptr));
+    EXPECT_EQ(0, ran.load()) << "a cancelled task never runs";
+    for (auto *g : {blocker, f, after}) knit_future_release(g);
+}
+
+TEST(Pool, CancelWhileRunningSetsFlag) {
+    Pool pool(1);
+    std::atomic<int> started{0};
+    struct Ctx {
+        std::atomic<int> *started;
+    } ctx{&started};
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(
+                     pool,
+                     [](knit_task *t, void *a) -> void * {
+                         static_cast<Ctx *>(a)->started->store(1);
+                         auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                         while (!knit_task_cancelled(t) && std::chrono::steady_clock::now() < end)
+                             std::this_thread::yield();
+                         return reinterpret_cast<void *>(knit_task_cancelled(t) ? 1 : 0);
+                     },
+                     &ctx, &f));
+    while (!started.load()) std::this_thread::yield();
+    EXPECT_EQ(KNIT_EBUSY, knit_future_cancel(f));
+    void *saw = nullptr;
+    EXPECT_EQ(0, knit_await(f, -1, &saw));
+    EXPECT_EQ(reinterpret_cast<void *>(1), saw) << "the task saw the flag";
+    knit_future_release(f);
+}
+
+TEST(Pool, FailureCodeAndMessageReachAwaiter) {
+    Pool pool(2);
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(
+                     pool,
+                     [](knit_task *t, void *) -> void * {
+                         knit_task_fail(t, 77, "disk %s is full", "/dev/sda");
+                         return nullptr;
+                     },
+                     nullptr, &f));
+    EXPECT_EQ(KNIT_ETASK, knit_await(f, -1, nullptr));
+    std::string msg = knit_last_error();
+    EXPECT_NE(std::string::npos, msg.find("77")) << msg;
+    EXPECT_NE(std::string::npos, msg.find("disk /dev/sda is full")) << msg;
+    knit_pool_stats_t st;
+    st.size = sizeof st;
+    ASSERT_EQ(0, knit_pool_stats(pool, &st));
+    EXPECT_EQ(1u, st.failed);
+    knit_future_release(f);
+}
+
+struct Order {
+    std::atomic<int> next{0};
+    int seen[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+};
+
+TEST(Pool, ContinuationsRunOnceInOrder) {
+    Pool pool(2);
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(30), &f));
+    static Order order;
+    static std::atomic<int> runs[4];
+    for (auto &r : runs) r = 0;
+    struct Arg {
+        int id;
+    };
+    static Arg args[4] = {{0}, {1}, {2}, {3}};
+    knit_future *g[4];
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(0, knit_future_then(
+                         f,
+                         [](knit_task *t, void *a) -> void * {
+                             int id = static_cast<Arg *>(a)->id;
+                             runs[id]++;
+                             void *res = nullptr;
+                             int rc = knit_task_antecedent(t, &res);
+                             order.seen[order.next++] = id;
+                             return reinterpret_cast<void *>(
+                                 static_cast<intptr_t>(rc == 0 ? reinterpret_cast<intptr_t>(res) : -1));
+                         },
+                         &args[i], &g[i]))
+            << knit_last_error();
+    EXPECT_EQ(0, knit_await_all(g, 4, -1));
+    for (int i = 0; i < 4; i++) {
+        EXPECT_EQ(1, runs[i].load());
+        void *r = nullptr;
+        EXPECT_EQ(0, knit_await(g[i], 0, &r));
+        EXPECT_EQ(reinterpret_cast<void *>(30), r) << "saw the antecedent's result";
+    }
+    // Attached after the antecedent settled: runs at once.
+    knit_future *late = nullptr;
+    ASSERT_EQ(0, knit_future_then(f, ret_arg, reinterpret_cast<void *>(5), &late));
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(late, -1, &r));
+    EXPECT_EQ(reinterpret_cast<void *>(5), r);
+    for (auto *x : g) knit_future_release(x);
+    knit_future_release(late);
+    knit_future_release(f);
+}
+
+// fib by nested submit/await, no cutoff.
+void *fib(knit_task *t, void *arg) {
+    intptr_t n = reinterpret_cast<intptr_t>(arg);
+    if (n < 2) return arg;
+    knit_future *a = nullptr;
+    if (knit_submit(knit_task_pool(t), fib, reinterpret_cast<void *>(n - 1), &a) != 0)
+        return reinterpret_cast<void *>(-1000000);
+    void *b = fib(t, reinterpret_cast<void *>(n - 2));
+    void *ra = nullptr;
+    knit_await(a, -1, &ra);
+    knit_future_release(a);
+    return reinterpret_cast<void *>(reinterpret_cast<intptr_t>(ra) + reinterpret_cast<intptr_t>(b));
+}
+
+TEST(Pool, NestedForkJoinFib) {
+#ifdef KNIT_SANITIZER
+    const intptr_t n = 22, want = 17711;
+#else
+    const intptr_t n = 32, want = 2178309;
+#endif
+    for (unsigned workers : {1u, 2u, 4u}) {
+        Pool pool(workers);
+        knit_future *f = nullptr;
+        ASSERT_EQ(0, knit_submit(pool, fib, reinterpret_cast<void *>(n), &f));
+        void *r = nullptr;
+        ASSERT_EQ(0, knit_await(f, -1, &r)) << knit_last_error();
+        EXPECT_EQ(want, reinterpret_cast<intptr_t>(r)) << workers << " workers";
+        knit_future_release(f);
+        knit_pool_stats_t st;
+        st.size = sizeof st;
+        ASSERT_EQ(0, knit_pool_stats(pool, &st));
+        EXPECT_LE(st.help_depth_max, 200u);
+    }
+}
+
+TEST(Pool, BackpressureFailReturnsEagain) {
+    Pool pool(1, nullptr, 4, KNIT_FAIL);
+    knit_future *blocker = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(200), &blocker));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // it started
+    std::vector<knit_future *> fs;
+    int rc = 0;
+    for (int i = 0; i < 10 && rc == 0; i++) {
+        knit_future *f = nullptr;
+        rc = knit_submit(pool, ret_arg, nullptr, &f);
+        if (rc == 0) fs.push_back(f);
+    }
+    EXPECT_EQ(KNIT_EAGAIN, rc);
+    EXPECT_EQ(4u, fs.size()) << "exactly max_pending accepted";
+    EXPECT_NE(nullptr, std::strstr(knit_last_error(), "max_pending=4"));
+    knit_pool_stats_t st;
+    st.size = sizeof st;
+    ASSERT_EQ(0, knit_pool_stats(pool, &st));
+    EXPECT_LE(st.pending_high, 4u);
+    EXPECT_EQ(0, knit_await_all(fs.data(), fs.size(), -1));
+    for (auto *f : fs) knit_future_release(f);
+    knit_await(blocker, -1, nullptr);
+    knit_future_release(blocker);
+}
+
+TEST(Pool, BackpressureBlockWaitsForRoom) {
+    Pool pool(1, nullptr, 4, KNIT_BLOCK);
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 200; i++) ASSERT_EQ(0, knit_submit(pool, bump, &ran, nullptr));
+    knit_pool_stats_t st;
+    st.size = sizeof st;
+    ASSERT_EQ(0, knit_pool_stats(pool, &st));
+    EXPECT_LE(st.pending_high, 4u) << "the bound held";
+    knit_future *last = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, ret_arg, nullptr, &last));
+    knit_await(last, -1, nullptr);
+    knit_future_release(last);
+    // Detached tasks: wait for them through the stats.
+    for (int i = 0; i < 1000 && ran.load() < 200; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(200, ran.load());
+}
+
+TEST(Pool, DestroyDrainRunsEverything) {
+    std::atomic<int> ran{0};
+    knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+    o.threads = 2;
+    knit_pool *p = nullptr;
+    ASSERT_EQ(0, knit_pool_create(&o, &p));
+    for (int i = 0; i < 10000; i++) ASSERT_EQ(0, knit_submit(p, bump, &ran, nullptr));
+    EXPECT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN));
+    EXPECT_EQ(10000, ran.load());
+    EXPECT_EQ(KNIT_ESHUTDOWN, knit_submit(p, bump, &ran, nullptr));
+    EXPECT_EQ(KNIT_ESHUTDOWN, knit_pool_destroy(p, KNIT_DRAIN));
+}
+
+TEST(Pool, DestroyCancelSettlesUnstarted) {
+    std::atomic<int> ran{0};
+    knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+    o.threads = 1;
+    knit_pool *p = nullptr;
+    ASSERT_EQ(0, knit_pool_create(&o, &p));
+    knit_future *blocker = nullptr;
+    ASSERT_EQ(0, knit_submit(p, sleep_ms, reinterpret_cast<void *>(50), &blocker));
+    for (int i = 0; i < 10000; i++) ASSERT_EQ(0, knit_submit(p, bump, &ran, nullptr));
+    knit_future_release(blocker);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(0, knit_pool_destroy(p, KNIT_CANCEL));
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+    EXPECT_LT(ran.load(), 10000) << "unstarted tasks were cancelled";
+    EXPECT_EQ(KNIT_ESHUTDOWN, knit_submit(p, bump, &ran, nullptr));
+}
+
+uint64_t pending_now(knit_pool *p) {
+    knit_pool_stats_t st;
+    st.size = sizeof st;
+    EXPECT_EQ(0, knit_pool_stats(p, &st));
+    return st.pending;
+}
+
+uint64_t carpets_now(knit_pool *p) {
+    knit_pool_stats_t st;
+    st.size = sizeof st;
+    EXPECT_EQ(0, knit_pool_stats(p, &st));
+    return st.carpets;
+}
+
+TEST(Pool, ProducerThreadExitsWithTasksInFlight) {
+    Pool pool(1);
+    std::atomic<int> ran{0};
+    auto round = [&] {
+        std::thread t([&] {
+            for (int i = 0; i < 100; i++) ASSERT_EQ(0, knit_submit(pool, bump, &ran, nullptr));
+        });
+        t.join();  // exits, most likely with tasks still queued in its carpets
+    };
+    // A backlog may make the first threads take several carpets...
+    for (int r = 0; r < 5; r++) round();
+    for (int i = 0; i < 5000 && pending_now(pool) > 0; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    uint64_t carpets = carpets_now(pool);
+    // ...but exited threads' records and carpets are adopted, not leaked:
+    // 20 more threads, one at a time, take no new carpet once drained.
+    for (int r = 0; r < 20; r++) {
+        round();
+        for (int i = 0; i < 5000 && pending_now(pool) > 0; i++)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(carpets, carpets_now(pool)) << "exited threads' carpets are reused";
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, ret_arg, nullptr, &f));
+    knit_await(f, -1, nullptr);
+    knit_future_release(f);
+    for (int i = 0; i < 5000 && ran.load() < 2500; i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(2500, ran.load()) << "every task of every exited thread ran";
+}
+
+TEST(Pool, OptionsAreValidated) {
+    knit_pool *p = nullptr;
+    EXPECT_EQ(KNIT_EINVAL, knit_pool_create(nullptr, &p));
+    knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+    o.size = 3;
+    EXPECT_EQ(KNIT_EINVAL, knit_pool_create(&o, &p));
+    EXPECT_NE(nullptr, std::strstr(knit_last_error(), "KNIT_POOL_OPTIONS_INIT"));
+    o = KNIT_POOL_OPTIONS_INIT;
+    o.threads = KNIT_MAX_THREADS + 1;
+    EXPECT_EQ(KNIT_EINVAL, knit_pool_create(&o, &p));
+    o = KNIT_POOL_OPTIONS_INIT;
+    o.sched = "cas-mask";
+    EXPECT_EQ(KNIT_EINVAL, knit_pool_create(&o, &p));
+    EXPECT_NE(nullptr, std::strstr(knit_last_error(), "use ticket"));
+    o = KNIT_POOL_OPTIONS_INIT;
+    o.region_lanes = 3;
+    EXPECT_EQ(KNIT_EINVAL, knit_pool_create(&o, &p));
+    o = KNIT_POOL_OPTIONS_INIT;
+    o.sched = "dekker";
+    o.threads = 6;
+    o.region_lanes = 8;
+    EXPECT_EQ(KNIT_EINVAL, knit_pool_create(&o, &p));
+    EXPECT_NE(nullptr, std::strstr(knit_last_error(), "6 consumers")) << knit_last_error();
+    EXPECT_EQ(nullptr, p);
+    EXPECT_EQ(KNIT_EINVAL, knit_submit(nullptr, ret_arg, nullptr, nullptr));
+}
+
+TEST(Pool, SingleDisciplineWithOneWorker) {
+    Pool pool(1, "single");
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, ret_arg, reinterpret_cast<void *>(9), &f));
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(f, -1, &r));
+    EXPECT_EQ(reinterpret_cast<void *>(9), r);
+    knit_future_release(f);
+    EXPECT_EQ(KNIT_EALREADY, knit_future_release(f)) << "second release detected";
+}
+
+TEST(Pool, IdleWorkersPark) {
+    Pool pool(2);
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, ret_arg, nullptr, &f));
+    knit_await(f, -1, nullptr);
+    knit_future_release(f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    knit_pool_stats_t a, b;
+    a.size = b.size = sizeof a;
+    ASSERT_EQ(0, knit_pool_stats(pool, &a));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(0, knit_pool_stats(pool, &b));
+    EXPECT_GE(a.total.parks, 2u);
+    EXPECT_EQ(a.total.parks, b.total.parks) << "parked workers stay parked";
+    EXPECT_EQ(a.total.claims, b.total.claims);
+}
+
+}  // namespace
