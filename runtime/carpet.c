@@ -192,6 +192,9 @@ int knit__carpet_publish(knit_carpet *c, const knit__lane_task *t,
     }
     unsigned lane = 31u - (unsigned)__builtin_clz(free_lanes);
     knit__slot *s = &c->slots[lane];
+    /* Lanes go out from high to low: the next one is usually lane - 1,
+     * last read by a consumer on another core. Fetch it for writing. */
+    if (lane > 0) __builtin_prefetch(&c->slots[lane - 1], 1, 3);
     s->task = *t;
     s->task.seq = pr->seq++;
     s->task.len = (uint32_t)len;

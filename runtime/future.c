@@ -45,15 +45,12 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     if (rec->cache == NULL) {
         knit_pool *h = p->handle;
         pthread_mutex_lock(&h->lock);
-        for (unsigned i = 0; i < KNIT__FUTURE_CACHE / 2 && p->free_futures; i++) {
-            knit_future *f = p->free_futures;
-            p->free_futures = f->free_next;
-            p->nfree_futures--;
-            f->free_next = rec->cache;
-            rec->cache = f;
-            rec->ncache++;
-        }
-        if (rec->cache == NULL) {
+        knit_future *m = p->magazines;
+        if (m != NULL) {
+            p->magazines = m->mag_next;
+            rec->cache = m;
+            rec->ncache = m->mag_count;
+        } else {
             struct knit__slab *s = calloc(1, sizeof *s);
             if (s == NULL) {
                 pthread_mutex_unlock(&h->lock);
@@ -64,14 +61,17 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
             for (unsigned i = 0; i < KNIT__FUTURE_SLAB; i++) {
                 s->f[i].free_next = rec->cache;
                 rec->cache = &s->f[i];
-                rec->ncache++;
             }
+            rec->ncache = KNIT__FUTURE_SLAB;
         }
         pthread_mutex_unlock(&h->lock);
     }
     knit_future *f = rec->cache;
     rec->cache = f->free_next;
     rec->ncache--;
+    /* The next future was most likely freed on another core: fetch its
+     * line now, for writing, so the next submit does not wait for it. */
+    if (rec->cache != NULL) __builtin_prefetch(rec->cache, 1, 3);
     /* Not shared yet: the lane's release store publishes these. */
     atomic_init(&f->state, KNIT__F_PENDING);
     atomic_init(&f->refs, 1);
@@ -99,6 +99,18 @@ void knit__future_free_unused(knit_future *f, struct knit__producer *rec) {
     rec->ncache++;
 }
 
+/* Hands rec's whole cache to the pool as one magazine. */
+static void knit__magazine_give(struct knit__pool *p, struct knit__producer *rec) {
+    knit_future *m = rec->cache;
+    m->mag_count = rec->ncache;
+    pthread_mutex_lock(&p->handle->lock);
+    m->mag_next = p->magazines;
+    p->magazines = m;
+    pthread_mutex_unlock(&p->handle->lock);
+    rec->cache = NULL;
+    rec->ncache = 0;
+}
+
 static void knit__future_free(knit_future *f) {
     struct knit__pool *p = f->pool;
     knit_future *antecedent = f->antecedent;
@@ -108,25 +120,15 @@ static void knit__future_free(knit_future *f) {
     if (rec != NULL) {
         f->free_next = rec->cache;
         rec->cache = f;
-        if (++rec->ncache > KNIT__FUTURE_CACHE) {
-            /* Give half back, so futures freed on workers find their way
-             * back to the threads that submit. */
-            pthread_mutex_lock(&p->handle->lock);
-            while (rec->ncache > KNIT__FUTURE_CACHE / 2) {
-                knit_future *g = rec->cache;
-                rec->cache = g->free_next;
-                rec->ncache--;
-                g->free_next = p->free_futures;
-                p->free_futures = g;
-                p->nfree_futures++;
-            }
-            pthread_mutex_unlock(&p->handle->lock);
-        }
+        /* A thread that frees more than it allocates (a worker) passes
+         * its futures back in magazines. */
+        if (++rec->ncache >= KNIT__FUTURE_CACHE) knit__magazine_give(p, rec);
     } else {
+        f->free_next = NULL;
+        f->mag_count = 1;
         pthread_mutex_lock(&p->handle->lock);
-        f->free_next = p->free_futures;
-        p->free_futures = f;
-        p->nfree_futures++;
+        f->mag_next = p->magazines;
+        p->magazines = f;
         pthread_mutex_unlock(&p->handle->lock);
     }
     if (antecedent != NULL) knit__future_unref(antecedent);
@@ -147,7 +149,7 @@ void knit__future_free_all(struct knit__pool *p) {
         s = next;
     }
     p->slabs = NULL;
-    p->free_futures = NULL;
+    p->magazines = NULL;
 }
 
 /* ---- settling ---- */

@@ -14,8 +14,15 @@
  *            then load `parked` (seq-cst, B2); if a bit is set, clear it
  *            (the winner of the clear rings) and ring that worker.
  *   Either the worker's re-check sees the publication or the submitter
- *   sees the parked bit. A submit to an idle pool wakes one worker; a
- *   worker that claims a full batch while others sleep wakes one more.
+ *   sees the parked bit. A submit to an idle pool wakes one worker.
+ *
+ * Fewer wake-ups (the rule Go's scheduler uses): a worker that finds no
+ * work counts itself in `spinning` while it looks, and a publication wakes
+ * a parked worker only when nobody is spinning. A spinner parks only after
+ * it leaves `spinning` (seq-cst) and then re-checks (seq-cst), so a
+ * publisher that saw it spinning (its load after B1) is covered by that
+ * re-check. The last spinner to find work wakes one more sleeper if work
+ * is left, so parallelism ramps up one worker at a time.
  *
  * Lifetime against destroy: every public entry point that touches the
  * pool counts itself in the handle's `users` (knit__pool_enter), then
@@ -137,6 +144,12 @@ void knit__pool_wake_one(struct knit__pool *p) {
     }
 }
 
+void knit__pool_notify(struct knit__pool *p) {
+    /* seq-cst, after the publication's seq-cst store or RMW (B1). */
+    if (atomic_load_explicit(&p->spinning, memory_order_seq_cst) != 0) return;
+    knit__pool_wake_one(p);
+}
+
 void knit__worker_flush(struct knit__pool *p, struct knit__worker *w) {
     if (w->unsettled == 0) return;
     /* release: the settled tasks' effects happen before destroy (acquire
@@ -177,7 +190,7 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
         knit__task_run(p, fr.f[i], w, rec);
     /* More than one task: let a sleeping peer steal (B1 was the deque's
      * seq-cst bottom store). */
-    if (pushed > 1 && knit__any_parked(p)) knit__pool_wake_one(p);
+    if (pushed > 1) knit__pool_notify(p);
     return fr.n;
 }
 
@@ -292,14 +305,34 @@ static void *knit__worker_main(void *arg) {
     tls->cpool = p;
     tls->consumer = w->id;
     unsigned idle = 0;
+    bool spinning = false;
     for (;;) {
         if (knit__pool_run_some(p, w->id, w, w->rec)) {
             idle = 0;
+            if (spinning) {
+                spinning = false;
+                /* The last spinner found work: if more is left, get a
+                 * sleeper looking (see the top of this file). */
+                if (atomic_fetch_sub_explicit(&p->spinning, 1,
+                                              memory_order_seq_cst) == 1 &&
+                    knit__any_parked(p) && knit__pool_any_pending(p))
+                    knit__pool_wake_one(p);
+            }
             continue;
         }
         if (atomic_load_explicit(&p->handle->state, memory_order_acquire) >=
             KNIT__POOL_STOPPING)
             break;
+        if (!spinning) {
+            /* At most half the workers (at least one) spin at a time: on
+             * a machine with as many workers as cores more spinners only
+             * take the CPU from the threads that submit. The others park
+             * at once; the spinner wakes one when it finds work. */
+            uint32_t now = atomic_fetch_add_explicit(&p->spinning, 1,
+                                                     memory_order_seq_cst);
+            spinning = true;
+            if (now >= p->max_spinners) idle = p->spin + 4;
+        }
         /* Spin briefly, then give the CPU away, then park: on a machine
          * with as many workers as cores, a spinning worker starves the
          * thread that submits. */
@@ -310,10 +343,14 @@ static void *knit__worker_main(void *arg) {
             sched_yield();
         } else {
             knit__worker_flush(p, w);
+            spinning = false;
+            /* Leave `spinning` before the park's re-check (seq-cst). */
+            atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_seq_cst);
             knit__pool_park(p, w, -1, NULL, NULL);
             idle = 0;
         }
     }
+    if (spinning) atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_seq_cst);
     knit__worker_flush(p, w);
     tls->worker = NULL;
     tls->cpool = NULL;
@@ -348,6 +385,7 @@ static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
     if (rc < 0) return rc;
     p->backpressure = o->backpressure;
     p->spin = o->spin ? o->spin : KNIT__DEFAULT_SPIN;
+    p->max_spinners = p->threads / 2 ? p->threads / 2 : 1;
     p->await_spin_ns = o->await_spin_ns ? o->await_spin_ns
                                         : KNIT__DEFAULT_AWAIT_SPIN_NS;
     p->trace = o->trace;
@@ -437,7 +475,8 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     struct knit__pool *p = aligned_alloc(KNIT__LINE,
                                          (sizeof *p + KNIT__LINE - 1) &
                                              ~(size_t)(KNIT__LINE - 1));
-    knit_pool *h = calloc(1, sizeof *h);
+    knit_pool *h = aligned_alloc(KNIT__LINE, sizeof *h);
+    if (h != NULL) memset(h, 0, sizeof *h);
     if (p == NULL || h == NULL) {
         free(p);
         free(h);
@@ -462,6 +501,7 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     atomic_init(&p->space_waiters, 0);
     for (unsigned i = 0; i < KNIT__PARKED_WORDS; i++) atomic_init(&p->parked[i], 0);
     atomic_init(&p->helper_mask, 0);
+    atomic_init(&p->spinning, 0);
     atomic_init(&p->help_depth_max, 0);
     atomic_init(&p->nall, 0);
     p->capall = (uint32_t)(p->max_pending / KNIT_LANES + p->threads + 64);

@@ -95,6 +95,8 @@ struct knit_future {
     knit_future *antecedent;      /* holds a reference */
     struct knit__pool *pool;
     knit_future *free_next;       /* in a free list */
+    knit_future *mag_next;        /* first of a magazine: the next one */
+    unsigned mag_count;           /* first of a magazine: its length */
 };
 
 struct knit__producer {
@@ -135,6 +137,7 @@ struct knit__pool {
     size_t max_pending;
     int backpressure;
     unsigned spin;
+    unsigned max_spinners; /* idle workers that spin rather than park */
     int64_t await_spin_ns;
     knit_claim_trace_fn trace;
     void *trace_ctx;
@@ -151,6 +154,9 @@ struct knit__pool {
     _Atomic uint32_t space_waiters;
     /* Parked workers, one bit each (see knit__pool_park). */
     alignas(KNIT__LINE) _Atomic uint64_t parked[KNIT__PARKED_WORDS];
+    /* Workers looking for work (idle, not parked): while one is, a
+     * publication needs no wake-up (see knit__pool_notify). */
+    alignas(KNIT__LINE) _Atomic uint32_t spinning;
     /* Consumer ids threads + i for awaiting helpers. */
     alignas(KNIT__LINE) _Atomic uint32_t helper_mask;
     _Atomic uint64_t help_depth_max;
@@ -165,8 +171,10 @@ struct knit__pool {
     /* Pool lock (handle->lock) guards these. */
     struct knit__producer *producers;
     struct knit__slab *slabs;
-    knit_future *free_futures;
-    unsigned nfree_futures;
+    /* Free futures as whole chains ("magazines"): a thread hands over or
+     * takes a chain of up to KNIT__FUTURE_CACHE in O(1), never walking
+     * futures that another core touched last. */
+    knit_future *magazines;
 
     struct knit__worker *workers;
     knit__deque *deques; /* one per consumer id: workers, then helpers */
@@ -178,11 +186,13 @@ struct knit__pool {
 
 /* The handle (tombstone). */
 struct knit_pool {
-    _Atomic uint32_t state; /* KNIT__POOL_* */
-    _Atomic uint32_t users; /* threads inside a call (knit__pool_enter) */
+    /* Read by every task run (the CANCELLING check): kept apart from
+     * `users`, which every submit writes. */
+    alignas(KNIT__LINE) _Atomic uint32_t state; /* KNIT__POOL_* */
+    alignas(KNIT__LINE) _Atomic uint32_t users; /* threads inside a call */
     pthread_mutex_t lock;   /* the pool lock */
     struct knit__pool *p;   /* NULL once dead */
-    uint64_t gen;           /* unique per pool, for thread-local lookups */
+    alignas(KNIT__LINE) uint64_t gen; /* unique per pool (TLS lookups) */
     struct knit_pool *grave_next;
 };
 
@@ -214,6 +224,9 @@ unsigned knit__pool_run_some(struct knit__pool *p, unsigned consumer,
 bool knit__pool_any_pending(struct knit__pool *p);
 /* After a publication (its seq-cst flush): wake one parked worker if any. */
 void knit__pool_wake_one(struct knit__pool *p);
+/* After a publication: wake a parked worker unless one is already looking
+ * for work. */
+void knit__pool_notify(struct knit__pool *p);
 /* The worker's doorbell sleep, registered as parked so submits wake it. */
 void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
                      int64_t timeout_ns, bool (*ready)(void *), void *ctx);

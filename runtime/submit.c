@@ -179,7 +179,7 @@ int knit__publish(struct knit__pool *p, struct knit__producer *rec,
         if (knit__carpet_publish(c, &t, NULL, 0) >= 0) {
             rec->cur = i;
             knit__carpet_flush(c); /* B1 of the parking protocol */
-            knit__pool_wake_one(p);
+            knit__pool_notify(p);
             return 0;
         }
     }
@@ -189,7 +189,7 @@ int knit__publish(struct knit__pool *p, struct knit__producer *rec,
     int lane = knit__carpet_publish(c, &t, NULL, 0);
     if (lane < 0) return lane; /* a fresh carpet is never full */
     knit__carpet_flush(c);
-    knit__pool_wake_one(p);
+    knit__pool_notify(p);
     return 0;
 }
 
@@ -293,8 +293,8 @@ static bool knit__push_local(struct knit__pool *p, struct knit__tls *tls,
                                   memory_order_relaxed);
         return false;
     }
-    /* B1 was the push's seq-cst bottom store; wake a sleeper to steal. */
-    knit__pool_wake_one(p);
+    /* B1 was the push's seq-cst bottom store; get a sleeper to steal. */
+    knit__pool_notify(p);
     return true;
 }
 

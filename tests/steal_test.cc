@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "examples/lock_sched.h"
 #include "sched/ticket.h"
 #include "test_util.h"
 
@@ -25,6 +26,10 @@ using knit_test::Carpet;
 using knit_test::pending;
 
 namespace {
+
+// The third discipline, from examples/, registered at run time like a
+// user's plugin, runs the same exactly-once test.
+const int kLockRegistered = lock_sched_register();
 
 struct Shape {
     unsigned consumers, region_lanes;
@@ -216,6 +221,7 @@ class ExactlyOnce
 TEST_P(ExactlyOnce, EveryTaskSeenOnceWithItsPayload) {
     const char *sched = std::get<0>(GetParam());
     const Shape shape = std::get<1>(GetParam());
+    ASSERT_EQ(0, kLockRegistered) << knit_last_error();
     constexpr uint64_t kTasks = 20000;
     Outcome o = run(sched, shape, kTasks, std::chrono::seconds(60));
     expect_exactly_once(o, kTasks, sched);
@@ -223,7 +229,7 @@ TEST_P(ExactlyOnce, EveryTaskSeenOnceWithItsPayload) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ExactlyOnce,
-    ::testing::Combine(::testing::Values("ticket", "dekker"),
+    ::testing::Combine(::testing::Values("ticket", "dekker", "lock"),
                        ::testing::Values(Shape{2, 8}, Shape{3, 8}, Shape{4, 4},
                                          Shape{2, 16}, Shape{6, 4})),
     [](const ::testing::TestParamInfo<std::tuple<const char *, Shape>> &info) {

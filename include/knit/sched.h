@@ -62,7 +62,8 @@ typedef struct knit_sched_params {
 } knit_sched_params;
 
 /* Called by a claim once per owned lane, in run order. Nonzero stops the
- * claim: it retires the lanes already visited and returns this value. */
+ * claim: it retires the lanes visited so far (the failing one included)
+ * and returns this value if it is negative, KNIT_ETASK if positive. */
 typedef int (*knit_lane_visit_fn)(void *ctx, unsigned lane);
 
 /* Receives one trace line per successful claim (no trailing newline). */
@@ -71,7 +72,7 @@ typedef void (*knit_claim_trace_fn)(void *ctx, const char *line);
 typedef struct knit_sched_ops {
     uint32_t abi_version; /* KNIT_SCHED_ABI_VERSION */
     uint32_t size;        /* sizeof(knit_sched_ops) */
-    const char *name;     /* [a-z0-9-]+, unique in the registry */
+    const char *name;     /* 1-32 of [a-z0-9_-], unique in the registry */
     const char *summary;  /* one line */
     size_t state_size;    /* per-carpet state the runtime allocates */
 
