@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "payload/payload.h"
 #include "runtime/cpu.h"
 #include "runtime/error.h"
 #include "runtime/pool.h"
@@ -90,6 +91,10 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     f->antecedent = NULL;
     f->pool = p;
     f->free_next = NULL;
+    memset(&f->in, 0, sizeof f->in);
+    f->in_kind = KNIT__PAY_NONE;
+    memset(&f->out, 0, sizeof f->out);
+    atomic_init(&f->out_state, KNIT__OUT_NONE);
     return f;
 }
 
@@ -116,6 +121,7 @@ static void knit__future_free(knit_future *f) {
     knit_future *antecedent = f->antecedent;
     free(f->message);
     f->message = NULL;
+    knit__payload_drop(f); /* a returned buffer nobody took */
     struct knit__producer *rec = knit__producer_get(p->handle, p);
     if (rec != NULL) {
         f->free_next = rec->cache;
@@ -144,7 +150,12 @@ void knit__future_free_all(struct knit__pool *p) {
     struct knit__slab *s = p->slabs;
     while (s != NULL) {
         struct knit__slab *next = s->next;
-        for (unsigned i = 0; i < KNIT__FUTURE_SLAB; i++) free(s->f[i].message);
+        for (unsigned i = 0; i < KNIT__FUTURE_SLAB; i++) {
+            /* Futures the user never released: their buffers go now. */
+            knit__payload_settle(&s->f[i]);
+            knit__payload_drop(&s->f[i]);
+            free(s->f[i].message);
+        }
         free(s);
         s = next;
     }
@@ -156,6 +167,7 @@ void knit__future_free_all(struct knit__pool *p) {
 
 void knit__future_settle(knit_future *f, int code, void *result, int task_code,
                          char *message) {
+    knit__payload_settle(f); /* the input the task did not take */
     f->code = code;
     f->result = result;
     f->task_code = task_code;

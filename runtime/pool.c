@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "payload/arena.h"
 #include "runtime/cpu.h"
 #include "runtime/error.h"
 
@@ -307,19 +308,25 @@ static void *knit__worker_main(void *arg) {
     unsigned idle = 0;
     bool spinning = false;
     for (;;) {
-        if (knit__pool_run_some(p, w->id, w, w->rec)) {
+        knit_future *f = knit__find(p, w->id, w, w->rec);
+        if (f != NULL) {
             idle = 0;
             if (spinning) {
                 spinning = false;
                 /* The last spinner found work: if more is left, get a
-                 * sleeper looking (see the top of this file). */
+                 * sleeper looking (see the top of this file). Before the
+                 * task runs, so a long task does not hold the rest of its
+                 * batch hostage. */
                 if (atomic_fetch_sub_explicit(&p->spinning, 1,
                                               memory_order_seq_cst) == 1 &&
                     knit__any_parked(p) && knit__pool_any_pending(p))
                     knit__pool_wake_one(p);
             }
+            knit__task_run(p, f, w, w->rec);
+            if (w->unsettled >= 64) knit__worker_flush(p, w);
             continue;
         }
+        knit__worker_flush(p, w);
         if (atomic_load_explicit(&p->handle->state, memory_order_acquire) >=
             KNIT__POOL_STOPPING)
             break;
@@ -390,6 +397,12 @@ static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
                                         : KNIT__DEFAULT_AWAIT_SPIN_NS;
     p->trace = o->trace;
     p->trace_ctx = o->trace_ctx;
+    p->arena_bytes = o->arena_bytes ? o->arena_bytes : KNIT__DEFAULT_ARENA;
+    p->max_payload = o->max_payload ? o->max_payload : p->arena_bytes / 4;
+    if (p->max_payload > p->arena_bytes)
+        return knit__fail(KNIT_EINVAL,
+                          "max_payload=%zu is larger than arena_bytes=%zu",
+                          p->max_payload, p->arena_bytes);
 
     /* Consumers: the workers, plus helper ids for threads that await, when
      * the discipline has room for them. */
@@ -440,7 +453,8 @@ static void knit__pool_free(struct knit__pool *p) {
         knit__carpet_destroy(atomic_load_explicit(&p->all[i],
                                                   memory_order_relaxed));
     free((void *)p->all);
-    knit__future_free_all(p);
+    knit__future_free_all(p); /* frees buffers, some into the arena */
+    knit__arena_destroy(p->arena);
     free(p->workers);
     free(p->deques);
     free(p);
@@ -484,6 +498,7 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     }
     memset(p, 0, sizeof *p);
     int rc = knit__configure(p, opts);
+    if (rc == 0) rc = knit__arena_create(p->arena_bytes, &p->arena);
     if (rc < 0) {
         free(p);
         free(h);
@@ -657,6 +672,13 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
     out->pending_high = KNIT__LD(p->pending_high);
     out->carpets = KNIT__LD(p->nall);
     out->help_depth_max = KNIT__LD(p->help_depth_max);
+    knit__arena_stats as;
+    knit__arena_stats_get(p->arena, &as);
+    out->arena_bytes = as.in_use;
+    out->arena_cap = as.cap_bytes;
+    out->arena_high = as.high_water;
+    out->arena_allocs = as.allocations;
+    out->arena_failures = as.failures;
 #undef KNIT__LD
     knit__handle_leave(h);
     return 0;

@@ -44,6 +44,7 @@
 #define KNIT__DEFAULT_MAX_PENDING 65536u
 #define KNIT__DEFAULT_SPIN 64u
 #define KNIT__DEFAULT_AWAIT_SPIN_NS 50000
+#define KNIT__DEFAULT_ARENA ((size_t)64 << 20)
 #define KNIT__PARKED_WORDS (KNIT_MAX_THREADS / 64)
 /* Futures a thread keeps for itself before it gives half back. */
 #define KNIT__FUTURE_CACHE 512u
@@ -97,6 +98,14 @@ struct knit_future {
     knit_future *free_next;       /* in a free list */
     knit_future *mag_next;        /* first of a magazine: the next one */
     unsigned mag_count;           /* first of a magazine: its length */
+    /* The payload (payload/payload.h). `in` is the task's input, owned by
+     * the runtime until the task takes it or the future settles; `out` is
+     * the buffer the task returned, owned by the future until taken. */
+    knit_buf in;
+    unsigned in_kind;              /* KNIT__PAY_* */
+    knit_buf out;
+    _Atomic uint32_t out_state;    /* KNIT__OUT_NONE / SET / TAKEN */
+    unsigned char inline_data[KNIT_INLINE_BYTES];
 };
 
 struct knit__producer {
@@ -129,8 +138,12 @@ struct knit__slab {
     knit_future f[KNIT__FUTURE_SLAB];
 };
 
+struct knit__arena;
+
 struct knit__pool {
     knit_pool *handle;
+    struct knit__arena *arena; /* the payload arena (payload/arena.c) */
+    size_t arena_bytes, max_payload;
     const knit_sched_ops *ops;
     knit_sched_params params; /* consumers = threads + helpers */
     unsigned threads, helpers;
@@ -240,6 +253,17 @@ void knit__pool_helper_release(struct knit__pool *p, unsigned id);
 int64_t knit__now_ns(void);
 
 /* ---- runtime/submit.c ---- */
+/* What a submit carries besides fn and arg: inline bytes to copy, or a
+ * buffer the runtime takes over on success (the caller's is untouched on
+ * failure). */
+struct knit__submit_payload {
+    const void *bytes; /* inline: copied into the future */
+    size_t len;
+    const knit_buf *buf; /* else: moved in */
+    unsigned kind;       /* KNIT__PAY_* */
+};
+int knit__submit(knit_pool *h, knit_fn fn, void *arg,
+                 const struct knit__submit_payload *pl, knit_future **out);
 /* The calling thread's record for p (registers it on first use). */
 struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p);
 /* A new record linked into p (or an orphan, if adopt). Pool lock inside. */

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "payload/payload.h"
 #include "runtime/cpu.h"
 #include "runtime/error.h"
 #include "runtime/pool.h"
@@ -298,7 +299,35 @@ static bool knit__push_local(struct knit__pool *p, struct knit__tls *tls,
     return true;
 }
 
-int knit_submit(knit_pool *h, knit_fn fn, void *arg, knit_future **out) {
+/* Fills a fresh future: task, references, and the payload it carries. */
+static void knit__future_setup(knit_future *f, knit_fn fn, void *arg,
+                               const struct knit__submit_payload *pl,
+                               bool user) {
+    f->fn = fn;
+    f->arg = arg;
+    atomic_store_explicit(&f->refs, user ? 2 : 1, memory_order_relaxed);
+    atomic_store_explicit(&f->user, user ? 1 : 0, memory_order_relaxed);
+    if (pl == NULL) return;
+    if (pl->buf != NULL) {
+        f->in = *pl->buf;
+    } else {
+        if (pl->len) memcpy(f->inline_data, pl->bytes, pl->len);
+        f->in.data = f->inline_data;
+        f->in.len = pl->len;
+    }
+    f->in_kind = pl->kind;
+    f->arg = f->in.data; /* a payload task's arg is its bytes */
+}
+
+/* Undoes a setup whose submit failed: the caller keeps its buffer. */
+static void knit__future_discard(knit_future *f, struct knit__producer *rec) {
+    memset(&f->in, 0, sizeof f->in);
+    f->in_kind = KNIT__PAY_NONE;
+    knit__future_free_unused(f, rec);
+}
+
+int knit__submit(knit_pool *h, knit_fn fn, void *arg,
+                 const struct knit__submit_payload *pl, knit_future **out) {
     if (out != NULL) *out = NULL;
     if (fn == NULL) return knit__fail(KNIT_EINVAL, "task function is NULL");
     int rc = knit__pool_enter(h, false);
@@ -306,17 +335,19 @@ int knit_submit(knit_pool *h, knit_fn fn, void *arg, knit_future **out) {
     struct knit__pool *p = h->p;
     struct knit__tls *tls = knit__tls_get();
     bool own = tls->worker != NULL && tls->worker->pool == p;
+    struct knit__producer *rec = knit__producer_get(h, p);
+    if (rec == NULL) {
+        knit__pool_exit(h);
+        return knit__fail(KNIT_ENOMEM, "cannot register this thread");
+    }
     if (tls->cpool == p && tls->current != NULL) {
-        struct knit__producer *rec = knit__producer_get(h, p);
-        knit_future *f = rec != NULL ? knit__future_alloc(p, rec) : NULL;
+        /* From inside a task: onto this consumer's deque. */
+        knit_future *f = knit__future_alloc(p, rec);
         if (f == NULL) {
             knit__pool_exit(h);
             return knit__fail(KNIT_ENOMEM, "cannot allocate a future");
         }
-        f->fn = fn;
-        f->arg = arg;
-        atomic_store_explicit(&f->refs, out != NULL ? 2 : 1, memory_order_relaxed);
-        atomic_store_explicit(&f->user, out != NULL ? 1 : 0, memory_order_relaxed);
+        knit__future_setup(f, fn, arg, pl, out != NULL);
         if (knit__push_local(p, tls, f)) {
             atomic_store_explicit(&rec->submitted,
                                   atomic_load_explicit(&rec->submitted,
@@ -326,17 +357,12 @@ int knit_submit(knit_pool *h, knit_fn fn, void *arg, knit_future **out) {
             knit__pool_exit(h);
             return 0;
         }
-        knit__future_free_unused(f, rec);
+        knit__future_discard(f, rec); /* deque full: through the carpets */
     }
     uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
     if (st != KNIT__POOL_LIVE && !own) {
         knit__pool_exit(h);
         return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
-    }
-    struct knit__producer *rec = knit__producer_get(h, p);
-    if (rec == NULL) {
-        knit__pool_exit(h);
-        return knit__fail(KNIT_ENOMEM, "cannot register this thread");
     }
     rc = knit__pending_acquire(h, p, rec, false);
     if (rc < 0) {
@@ -349,20 +375,20 @@ int knit_submit(knit_pool *h, knit_fn fn, void *arg, knit_future **out) {
         knit__pool_exit(h);
         return knit__fail(KNIT_ENOMEM, "cannot allocate a future");
     }
-    f->fn = fn;
-    f->arg = arg;
-    atomic_store_explicit(&f->refs, out != NULL ? 2 : 1, memory_order_relaxed);
-    atomic_store_explicit(&f->user, out != NULL ? 1 : 0, memory_order_relaxed);
+    knit__future_setup(f, fn, arg, pl, out != NULL);
     rc = knit__enqueue(h, p, rec, f);
     if (rc < 0) {
-        atomic_store_explicit(&f->refs, 1, memory_order_relaxed);
-        knit__future_unref(f);
+        knit__future_discard(f, rec);
         knit__pool_exit(h);
         return rc;
     }
     if (out != NULL) *out = f;
     knit__pool_exit(h);
     return 0;
+}
+
+int knit_submit(knit_pool *h, knit_fn fn, void *arg, knit_future **out) {
+    return knit__submit(h, fn, arg, NULL, out);
 }
 
 void knit__continuation_schedule(knit_future *g) {

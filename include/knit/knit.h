@@ -66,6 +66,8 @@ typedef struct knit_pool_options {
                               parks; 0: default (50 us); < 0: never spins */
     knit_claim_trace_fn trace; /* optional: one line per claim */
     void *trace_ctx;
+    size_t arena_bytes;    /* payload arena: a hard cap; 0: 64 MiB */
+    size_t max_payload;    /* largest single payload; 0: arena_bytes / 4 */
 } knit_pool_options;
 
 #define KNIT_POOL_OPTIONS_INIT { .size = sizeof(knit_pool_options) }
@@ -139,6 +141,77 @@ knit_pool *knit_task_pool(const knit_task *task);
  * would return it) and its result. KNIT_EINVAL in a plain task. */
 int knit_task_antecedent(const knit_task *task, void **result);
 
+/* ---- payloads: bytes and moved buffers ----
+ *
+ * Four ways bytes travel with a task:
+ *   inline        knit_submit_copy of up to KNIT_INLINE_BYTES: copied into
+ *                 the task's own record; no allocation.
+ *   arena         knit_submit_copy of more: copied into the pool's payload
+ *                 arena (a jemalloc arena over memory the pool reserved up
+ *                 front, so arena_bytes is a hard cap).
+ *   arena binary  memory from knit_payload_alloc, wrapped by
+ *                 knit_payload_buf and moved in: no copy.
+ *   moved buffer  any knit_buf: pointer, length and how to free it.
+ * Ownership: a successful move empties the caller's knit_buf; a failed one
+ * leaves it untouched. From then on each buffer is freed exactly once or
+ * handed to exactly one owner on every path: the task takes it
+ * (knit_task_take_buf), else the runtime frees it when the task settles
+ * (ran, failed, cancelled before start, pool destroyed); a buffer a task
+ * returns (knit_task_return_buf) goes to whoever takes it from the future
+ * (knit_future_take_buf, or a continuation with knit_task_antecedent_buf),
+ * else it is freed with the future. */
+
+#define KNIT_INLINE_BYTES 64u
+
+typedef void (*knit_free_fn)(void *ctx, void *data, size_t len);
+
+typedef struct knit_buf {
+    void *data;
+    size_t len;
+    knit_free_fn free_fn; /* how the final owner releases it; NULL: borrowed */
+    void *free_ctx;
+} knit_buf;
+
+/* A buffer that owns malloc'ed memory (free_fn calls free). */
+knit_buf knit_buf_malloced(void *data, size_t len);
+/* Calls free_fn once (if data is set) and empties *buf. NULL is fine. */
+void knit_buf_free(knit_buf *buf);
+
+/* Submits fn with a copy of len bytes (the task reads them with
+ * knit_task_bytes; its arg is their address). KNIT_E2BIG over max_payload
+ * (the message has both numbers); a full arena is backpressure: KNIT_BLOCK
+ * waits, KNIT_FAIL returns KNIT_ENOMEM naming the cap and the size. */
+int knit_submit_copy(knit_pool *pool, knit_fn fn, const void *bytes, size_t len,
+                     knit_future **out);
+/* Memory from the pool's arena, to fill and move in without a copy. NULL
+ * with knit_last_error() on failure (same rules as knit_submit_copy). */
+void *knit_payload_alloc(knit_pool *pool, size_t len);
+/* Frees knit_payload_alloc memory the caller still owns. */
+void knit_payload_free(knit_pool *pool, void *data);
+/* Wraps arena memory as a movable buffer (freed back into the arena). An
+ * empty buffer if data is not from this pool's arena. */
+knit_buf knit_payload_buf(knit_pool *pool, void *data, size_t len);
+/* Moves *buf into a task (its arg is buf->data): on success *buf is empty
+ * and the runtime or the task owns the bytes; on failure *buf is
+ * untouched. KNIT_EINVAL (NULL buf, data NULL with len > 0), KNIT_E2BIG. */
+int knit_submit_buf(knit_pool *pool, knit_fn fn, knit_buf *buf, knit_future **out);
+
+/* Inside a task: its input bytes (inline, arena or moved); NULL and 0 when
+ * it has none or has taken them. */
+const void *knit_task_bytes(const knit_task *task, size_t *len);
+/* Inside a task: takes ownership of the input. Inline bytes are copied
+ * into a malloc'ed buffer. Empty if there is none or it was taken. */
+knit_buf knit_task_take_buf(knit_task *task);
+/* Inside a task: moves *buf into the task's result (*buf emptied).
+ * KNIT_EALREADY if the task already returned one (buf untouched). */
+int knit_task_return_buf(knit_task *task, knit_buf *buf);
+/* In a continuation: takes the buffer the antecedent returned. */
+int knit_task_antecedent_buf(knit_task *task, knit_buf *out);
+/* After the future settled: takes the buffer its task returned. KNIT_EBUSY
+ * if it has not settled, KNIT_ENOENT if the task returned none,
+ * KNIT_EALREADY if it was taken already (never a double free). */
+int knit_future_take_buf(knit_future *f, knit_buf *out);
+
 /* ---- stats ---- */
 
 typedef struct knit_worker_stats {
@@ -165,7 +238,11 @@ typedef struct knit_pool_stats_t {
     uint64_t carpets;         /* carpets created */
     uint64_t helped;          /* tasks run by threads awaiting (not workers) */
     uint64_t help_depth_max;  /* deepest nesting of await-runs-a-task */
-    uint64_t arena_bytes;     /* payload arena in use (0 until the arena) */
+    uint64_t arena_bytes;     /* payload arena: bytes in use */
+    uint64_t arena_cap;       /* its hard cap */
+    uint64_t arena_high;      /* high-water mark of arena_bytes */
+    uint64_t arena_allocs;    /* allocations */
+    uint64_t arena_failures;  /* allocations refused (full or too big) */
     knit_worker_stats total;  /* sum over workers */
     knit_worker_stats worker[KNIT_MAX_THREADS > 64 ? 64 : KNIT_MAX_THREADS];
 } knit_pool_stats_t;
