@@ -76,7 +76,7 @@
  * arena's metadata. A large allocation's extent is one page bigger than
  * its size class (opt.cache_oblivious), and tails of steps too small for
  * the next extent stay with jemalloc until destroy: e.g. a 64 MiB arena
- * holds 52 blocks of 1 MiB, 930 of 64 KiB, 15670 of 4 KiB. (Capping the
+ * holds 52 blocks of 1 MiB, 929 of 64 KiB, 15670 of 4 KiB. (Capping the
  * growth step, arena.<i>.retain_grow_limit, measured worse: it leaves more
  * of those tails.)
  *
@@ -98,7 +98,6 @@
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>

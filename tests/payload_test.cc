@@ -435,7 +435,7 @@ TEST(Payload, ManyThreadsMixedPayloads) {
                     rc = knit_submit_copy(pool, sum_bytes, v.data(), n, &f);
                 } else {
                     void *copy = std::malloc(n ? n : 1);
-                    std::memcpy(copy, v.data(), n);
+                    if (n) std::memcpy(copy, v.data(), n);
                     knit_buf b = knit_buf_malloced(copy, n);
                     rc = knit_submit_buf(pool, sum_bytes, &b, &f);
                 }
