@@ -40,3 +40,11 @@ int knit__fail(int code, const char *fmt, ...) {
     va_end(ap);
     return code;
 }
+
+int knit_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(knit__last_error, sizeof knit__last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}

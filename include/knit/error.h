@@ -43,6 +43,11 @@ const char *knit_strerror(int code);
  * on this thread (never cleared by a success). "" before any failure. */
 const char *knit_last_error(void);
 
+/* Sets this thread's knit_last_error() message and returns `code`: how a
+ * range or stage function reports a failure with a message. */
+int knit_error(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #ifdef __cplusplus
 }
 #endif

@@ -212,6 +212,79 @@ int knit_task_antecedent_buf(knit_task *task, knit_buf *out);
  * KNIT_EALREADY if it was taken already (never a double free). */
 int knit_future_take_buf(knit_future *f, knit_buf *out);
 
+/* ---- parallel_for ---- */
+
+/* Runs fn(ctx, b, e) over pieces [b, e) of [begin, end), each at most
+ * `grain` long (0: about 8 pieces per worker), on the pool; returns when
+ * all are done: 0, or the first failure (fn's negative return, in range
+ * order of discovery) with its message in knit_last_error(). fn may set a
+ * message with knit_error(). From inside a task it runs pieces itself
+ * while it waits, so it nests. */
+typedef int (*knit_range_fn)(void *ctx, size_t begin, size_t end);
+int knit_parallel_for(knit_pool *pool, size_t begin, size_t end, size_t grain,
+                      knit_range_fn fn, void *ctx);
+
+/* ---- pipelines ----
+ *
+ * Items are knit_bufs that pass from stage to stage by move (no copies).
+ * The input function runs on the thread that calls knit_pipeline_run, one
+ * item at a time, in order; it is not called while max_in_flight items are
+ * in flight. Each stage is serial-in-order (items enter it in input order),
+ * serial (one at a time, any order) or parallel. A stage function may
+ * change the item in place (read it, rewrite it, or free it and put
+ * another buffer there); after the last stage the pipeline frees what is
+ * left. A failure (a stage or the input returning < 0), or
+ * knit_pipeline_cancel from any thread, stops the input; items in flight
+ * skip the remaining stage functions, every item is freed exactly once,
+ * and knit_pipeline_run returns the first failure (or KNIT_ECANCELED) with
+ * "stage N (item I): <message>" in knit_last_error(). */
+
+typedef enum knit_stage_mode {
+    KNIT_STAGE_SERIAL_IN_ORDER = 0,
+    KNIT_STAGE_SERIAL = 1,
+    KNIT_STAGE_PARALLEL = 2,
+} knit_stage_mode;
+
+/* Returns 1 and fills *item, 0 when there are no more, < 0 on failure. */
+typedef int (*knit_input_fn)(void *ctx, knit_buf *item);
+/* Returns 0, or < 0 on failure (message with knit_error()). `seq` is the
+ * item's input order, from 0. */
+typedef int (*knit_stage_fn)(void *ctx, uint64_t seq, knit_buf *item);
+
+typedef struct knit_stage {
+    knit_stage_mode mode;
+    knit_stage_fn fn;
+    void *ctx;
+} knit_stage;
+
+typedef struct knit_pipeline_options {
+    size_t size;          /* sizeof(knit_pipeline_options) (INIT macro) */
+    knit_input_fn input;
+    void *input_ctx;
+    const knit_stage *stages;
+    size_t nstages;       /* 1 .. 64 */
+    size_t max_in_flight; /* 0: 4 per worker */
+} knit_pipeline_options;
+#define KNIT_PIPELINE_OPTIONS_INIT { .size = sizeof(knit_pipeline_options) }
+
+typedef struct knit_pipeline knit_pipeline;
+
+typedef struct knit_pipeline_stats {
+    uint64_t items;           /* items the input produced */
+    uint64_t completed;       /* items that ran every stage */
+    uint64_t dropped;         /* items that skipped stages after a stop */
+    uint64_t max_in_flight;   /* the most items in flight at once */
+} knit_pipeline_stats;
+
+int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *opts,
+                         knit_pipeline **out);
+/* Runs to the end (or the first failure, or a cancel). Once per pipeline. */
+int knit_pipeline_run(knit_pipeline *pl);
+/* From any thread, also while knit_pipeline_run runs. */
+int knit_pipeline_cancel(knit_pipeline *pl);
+int knit_pipeline_stats_get(const knit_pipeline *pl, knit_pipeline_stats *out);
+void knit_pipeline_destroy(knit_pipeline *pl);
+
 /* ---- stats ---- */
 
 typedef struct knit_worker_stats {

@@ -1,0 +1,374 @@
+/* Pipelines: items (knit_bufs) flow from an input function through
+ * serial-in-order, serial and parallel stages, on the pool.
+ *
+ * The driver (the thread in knit_pipeline_run) calls the input function,
+ * one item at a time, while fewer than max_in_flight items are in flight,
+ * and submits a task per item. An item task runs the item's stages in
+ * turn: a parallel stage right there; a serial stage through the stage's
+ * queue. A serial stage has one drainer at a time (`busy`): an item that
+ * arrives while another drains is left in the queue for the drainer, which
+ * runs the stage on every item it can take (for serial-in-order only the
+ * item whose seq is `next_seq`) and sends each on to the next stage as a
+ * new task. A serial-in-order queue is a ring of max_in_flight slots
+ * indexed by seq: every item from next_seq up to the newest waiting one is
+ * still in flight, so their seqs span fewer than max_in_flight and never
+ * share a slot.
+ *
+ * Stopping (a failure or knit_pipeline_cancel) sets `stopping`; the input
+ * is not called again and items still in flight run no more stage
+ * functions, but still pass through every stage's queue (so in-order
+ * stages never wait for a seq that will not come), and the last step
+ * frees whatever buffer the item holds: each item is freed exactly once.
+ *
+ * Lock rules: the pipeline lock guards the item free list, in_flight, the
+ * first failure and the driver's condition; a stage's lock guards its
+ * queue. No thread holds both, and none holds either while running a
+ * stage or the input function.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/error.h"
+#include "runtime/pool.h"
+
+#define KNIT__MAX_STAGES 64u
+#define KNIT__MAX_IN_FLIGHT 65536u
+
+struct knit__item {
+    struct knit_pipeline *pl;
+    uint64_t seq;
+    unsigned stage;  /* the next stage to run */
+    bool dropped;    /* stage functions skipped (the pipeline stopped) */
+    knit_buf buf;
+    struct knit__item *next; /* free list; serial queue */
+};
+
+struct knit__stage_q {
+    pthread_mutex_t mu;
+    bool busy;                  /* a drainer is at work */
+    uint64_t next_seq;          /* serial-in-order: the seq to run next */
+    struct knit__item **ring;   /* serial-in-order: by seq % cap */
+    struct knit__item *head, *tail; /* serial: FIFO */
+};
+
+struct knit_pipeline {
+    knit_pool *pool;
+    knit_input_fn input;
+    void *input_ctx;
+    knit_stage stages[KNIT__MAX_STAGES];
+    struct knit__stage_q q[KNIT__MAX_STAGES];
+    size_t nstages, cap;
+    struct knit__item *items; /* cap of them */
+    bool ran;
+
+    _Atomic int stopping;
+    pthread_mutex_t mu; /* the pipeline lock */
+    pthread_cond_t cv;  /* in_flight went down */
+    struct knit__item *free_items;
+    size_t in_flight;
+    int code;           /* the first failure */
+    char msg[512];
+    knit_pipeline_stats stats;
+};
+
+static void knit__pl_fail(struct knit_pipeline *pl, int code, const char *where,
+                          uint64_t seq) {
+    char text[400];
+    snprintf(text, sizeof text, "%s", knit_last_error());
+    pthread_mutex_lock(&pl->mu);
+    if (pl->code == 0) {
+        pl->code = code;
+        snprintf(pl->msg, sizeof pl->msg, "%s (item %llu): %s", where,
+                 (unsigned long long)seq, text);
+    }
+    pthread_mutex_unlock(&pl->mu);
+    /* release: the failure is recorded before anyone acts on stopping. */
+    atomic_store_explicit(&pl->stopping, 1, memory_order_release);
+}
+
+static void knit__item_finish(struct knit__item *it) {
+    struct knit_pipeline *pl = it->pl;
+    knit_buf_free(&it->buf);
+    pthread_mutex_lock(&pl->mu);
+    if (it->dropped)
+        pl->stats.dropped++;
+    else
+        pl->stats.completed++;
+    it->next = pl->free_items;
+    pl->free_items = it;
+    pl->in_flight--;
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+}
+
+static void knit__item_advance(struct knit__item *it);
+
+static void *knit__item_task(knit_task *task, void *arg) {
+    (void)task;
+    knit__item_advance(arg);
+    return NULL;
+}
+
+/* Sends the item on to its next stage as a task (inline if the pool will
+ * not take one: progress never depends on the bound). */
+static void knit__item_dispatch(struct knit__item *it) {
+    if (it->stage == it->pl->nstages) {
+        knit__item_finish(it);
+        return;
+    }
+    if (knit_submit(it->pl->pool, knit__item_task, it, NULL) != 0)
+        knit__item_advance(it);
+}
+
+static void knit__run_stage(struct knit__item *it, unsigned k) {
+    struct knit_pipeline *pl = it->pl;
+    if (!it->dropped &&
+        atomic_load_explicit(&pl->stopping, memory_order_acquire))
+        it->dropped = true;
+    if (it->dropped) return;
+    int rc = pl->stages[k].fn(pl->stages[k].ctx, it->seq, &it->buf);
+    if (rc < 0) {
+        char where[32];
+        snprintf(where, sizeof where, "stage %u", k);
+        knit__pl_fail(pl, rc, where, it->seq);
+        it->dropped = true;
+    }
+}
+
+/* Takes the next item a serial stage may run, or NULL (stage lock held). */
+static struct knit__item *knit__q_pick(struct knit_pipeline *pl, unsigned k) {
+    struct knit__stage_q *q = &pl->q[k];
+    if (pl->stages[k].mode == KNIT_STAGE_SERIAL_IN_ORDER) {
+        struct knit__item **slot = &q->ring[q->next_seq % pl->cap];
+        struct knit__item *it = *slot;
+        if (it == NULL || it->seq != q->next_seq) return NULL;
+        *slot = NULL;
+        q->next_seq++;
+        return it;
+    }
+    struct knit__item *it = q->head;
+    if (it != NULL) {
+        q->head = it->next;
+        if (q->head == NULL) q->tail = NULL;
+    }
+    return it;
+}
+
+static void knit__item_advance(struct knit__item *it) {
+    struct knit_pipeline *pl = it->pl;
+    while (it->stage < pl->nstages) {
+        unsigned k = it->stage;
+        if (pl->stages[k].mode == KNIT_STAGE_PARALLEL) {
+            knit__run_stage(it, k);
+            it->stage++;
+            continue;
+        }
+        struct knit__stage_q *q = &pl->q[k];
+        pthread_mutex_lock(&q->mu);
+        if (pl->stages[k].mode == KNIT_STAGE_SERIAL_IN_ORDER) {
+            q->ring[it->seq % pl->cap] = it;
+        } else {
+            it->next = NULL;
+            if (q->tail) q->tail->next = it; else q->head = it;
+            q->tail = it;
+        }
+        if (q->busy) { /* the drainer will take it */
+            pthread_mutex_unlock(&q->mu);
+            return;
+        }
+        q->busy = true;
+        for (;;) {
+            struct knit__item *next = knit__q_pick(pl, k);
+            if (next == NULL) break;
+            pthread_mutex_unlock(&q->mu);
+            knit__run_stage(next, k);
+            next->stage = k + 1;
+            knit__item_dispatch(next);
+            pthread_mutex_lock(&q->mu);
+        }
+        q->busy = false;
+        pthread_mutex_unlock(&q->mu);
+        return;
+    }
+    knit__item_finish(it);
+}
+
+int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
+                         knit_pipeline **out) {
+    if (out == NULL) return knit__fail(KNIT_EINVAL, "pipeline: out is NULL");
+    *out = NULL;
+    if (pool == NULL || o == NULL)
+        return knit__fail(KNIT_EINVAL, "pipeline: NULL %s", pool ? "options" : "pool");
+    if (o->size != sizeof(knit_pipeline_options))
+        return knit__fail(KNIT_EINVAL,
+                          "pipeline options.size=%zu, expected %zu: initialise "
+                          "with KNIT_PIPELINE_OPTIONS_INIT",
+                          o->size, sizeof(knit_pipeline_options));
+    if (o->input == NULL) return knit__fail(KNIT_EINVAL, "pipeline: no input function");
+    if (o->stages == NULL || o->nstages == 0 || o->nstages > KNIT__MAX_STAGES)
+        return knit__fail(KNIT_EINVAL, "pipeline: nstages=%zu must be 1..%u%s",
+                          o->nstages, KNIT__MAX_STAGES,
+                          o->stages == NULL ? " (stages is NULL)" : "");
+    for (size_t k = 0; k < o->nstages; k++) {
+        if (o->stages[k].fn == NULL)
+            return knit__fail(KNIT_EINVAL, "pipeline: stage %zu has no function", k);
+        if (o->stages[k].mode != KNIT_STAGE_SERIAL_IN_ORDER &&
+            o->stages[k].mode != KNIT_STAGE_SERIAL &&
+            o->stages[k].mode != KNIT_STAGE_PARALLEL)
+            return knit__fail(KNIT_EINVAL, "pipeline: stage %zu has mode %d", k,
+                              (int)o->stages[k].mode);
+    }
+    int rc = knit__pool_enter(pool, false);
+    if (rc < 0) return rc;
+    size_t cap = o->max_in_flight ? o->max_in_flight : 4u * pool->p->threads;
+    knit__pool_exit(pool);
+    if (cap > KNIT__MAX_IN_FLIGHT)
+        return knit__fail(KNIT_EINVAL, "pipeline: max_in_flight=%zu is over %u",
+                          cap, KNIT__MAX_IN_FLIGHT);
+    struct knit_pipeline *pl = calloc(1, sizeof *pl);
+    struct knit__item *items = calloc(cap, sizeof *items);
+    if (pl == NULL || items == NULL) {
+        free(pl);
+        free(items);
+        return knit__fail(KNIT_ENOMEM, "pipeline: no memory");
+    }
+    pl->pool = pool;
+    pl->input = o->input;
+    pl->input_ctx = o->input_ctx;
+    pl->nstages = o->nstages;
+    pl->cap = cap;
+    pl->items = items;
+    memcpy(pl->stages, o->stages, o->nstages * sizeof *o->stages);
+    for (size_t i = 0; i < cap; i++) {
+        items[i].pl = pl;
+        items[i].next = pl->free_items;
+        pl->free_items = &items[i];
+    }
+    for (size_t k = 0; k < o->nstages; k++) {
+        pthread_mutex_init(&pl->q[k].mu, NULL);
+        if (o->stages[k].mode == KNIT_STAGE_SERIAL_IN_ORDER) {
+            pl->q[k].ring = calloc(cap, sizeof *pl->q[k].ring);
+            if (pl->q[k].ring == NULL) {
+                knit_pipeline_destroy(pl);
+                return knit__fail(KNIT_ENOMEM, "pipeline: no memory");
+            }
+        }
+    }
+    atomic_init(&pl->stopping, 0);
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_cond_init(&pl->cv, NULL);
+    *out = pl;
+    return 0;
+}
+
+/* Waits until `ready` holds for the pipeline (lock held on return). A
+ * consumer of the pool (a task) runs other tasks instead of blocking. */
+static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
+    struct knit__tls *tls = knit__tls_get();
+    struct knit__pool *p = pl->pool->p;
+    bool consumer = tls->cpool == p;
+    for (;;) {
+        bool ready = for_room ? pl->in_flight < pl->cap ||
+                                    atomic_load_explicit(&pl->stopping,
+                                                         memory_order_acquire)
+                              : pl->in_flight == 0;
+        if (ready) return;
+        if (!consumer) {
+            pthread_cond_wait(&pl->cv, &pl->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&pl->mu);
+        if (!knit__pool_run_some(p, tls->consumer, tls->worker,
+                                 knit__producer_get(pl->pool, p)))
+            sched_yield();
+        pthread_mutex_lock(&pl->mu);
+    }
+}
+
+int knit_pipeline_run(knit_pipeline *pl) {
+    if (pl == NULL) return knit__fail(KNIT_EINVAL, "pipeline is NULL");
+    pthread_mutex_lock(&pl->mu);
+    if (pl->ran) {
+        pthread_mutex_unlock(&pl->mu);
+        return knit__fail(KNIT_EALREADY, "pipeline: already run");
+    }
+    pl->ran = true;
+    for (uint64_t seq = 0;; seq++) {
+        knit__pl_wait(pl, true);
+        if (atomic_load_explicit(&pl->stopping, memory_order_acquire)) break;
+        struct knit__item *it = pl->free_items;
+        pl->free_items = it->next;
+        pthread_mutex_unlock(&pl->mu);
+        memset(&it->buf, 0, sizeof it->buf);
+        int rc = pl->input(pl->input_ctx, &it->buf);
+        pthread_mutex_lock(&pl->mu);
+        if (rc <= 0) {
+            /* No item: whatever the input left in the buffer is freed. */
+            knit_buf_free(&it->buf);
+            it->next = pl->free_items;
+            pl->free_items = it;
+            if (rc < 0) {
+                pthread_mutex_unlock(&pl->mu);
+                knit__pl_fail(pl, rc, "input", seq);
+                pthread_mutex_lock(&pl->mu);
+            }
+            break;
+        }
+        it->seq = seq;
+        it->stage = 0;
+        it->dropped = false;
+        pl->in_flight++;
+        pl->stats.items++;
+        if (pl->in_flight > pl->stats.max_in_flight)
+            pl->stats.max_in_flight = pl->in_flight;
+        pthread_mutex_unlock(&pl->mu);
+        knit__item_dispatch(it);
+        pthread_mutex_lock(&pl->mu);
+    }
+    knit__pl_wait(pl, false);
+    int code = pl->code;
+    char msg[sizeof pl->msg];
+    memcpy(msg, pl->msg, sizeof msg);
+    pthread_mutex_unlock(&pl->mu);
+    if (code != 0) return knit__fail(code, "%s", msg);
+    return 0;
+}
+
+int knit_pipeline_cancel(knit_pipeline *pl) {
+    if (pl == NULL) return knit__fail(KNIT_EINVAL, "pipeline is NULL");
+    pthread_mutex_lock(&pl->mu);
+    if (pl->code == 0) {
+        pl->code = KNIT_ECANCELED;
+        snprintf(pl->msg, sizeof pl->msg, "pipeline cancelled");
+    }
+    atomic_store_explicit(&pl->stopping, 1, memory_order_release);
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+    return 0;
+}
+
+int knit_pipeline_stats_get(const knit_pipeline *pl, knit_pipeline_stats *out) {
+    if (pl == NULL || out == NULL)
+        return knit__fail(KNIT_EINVAL, "pipeline stats: NULL argument");
+    pthread_mutex_lock((pthread_mutex_t *)&pl->mu);
+    *out = pl->stats;
+    pthread_mutex_unlock((pthread_mutex_t *)&pl->mu);
+    return 0;
+}
+
+void knit_pipeline_destroy(knit_pipeline *pl) {
+    if (pl == NULL) return;
+    for (size_t k = 0; k < pl->nstages; k++) {
+        free(pl->q[k].ring);
+        pthread_mutex_destroy(&pl->q[k].mu);
+    }
+    pthread_mutex_destroy(&pl->mu);
+    pthread_cond_destroy(&pl->cv);
+    free(pl->items);
+    free(pl);
+}
