@@ -2,10 +2,13 @@
  * continuations and release.
  *
  * Waiting without lost wake-ups: a waiter arms its doorbell (seq-cst),
- * then links a record into the future's list under the future's lock, or
- * finds the future DONE under that lock. The settler stores DONE (seq-cst)
- * and takes the list under the same lock, then rings every record's
- * doorbell and marks it released. So a waiter either sees DONE or is in
+ * then, under the future's lock, sets `watched` (seq-cst) and links a
+ * record into the future's list unless it finds the future DONE. The
+ * settler stores DONE (seq-cst), then loads `watched` (seq-cst): if it is
+ * 0, no list can have an entry (a registrant that comes later sees DONE,
+ * by the order of the two seq-cst pairs) and the settler is done without
+ * the lock, which is the common case; else it takes the lists under the
+ * lock, rings every record's doorbell and marks it released. So a waiter either sees DONE or is in
  * the list the settler rings; and a waiter that stops waiting unlinks its
  * record itself, or (if the settler took it) waits for `released` before
  * its stack frame goes away.
@@ -79,6 +82,7 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     atomic_init(&f->lock, 0);
     atomic_init(&f->cancel, 0);
     atomic_init(&f->user, 0);
+    atomic_init(&f->watched, 0);
     f->code = 0;
     f->task_code = 0;
     f->message = NULL;
@@ -172,11 +176,12 @@ void knit__future_settle(knit_future *f, int code, void *result, int task_code,
     f->result = result;
     f->task_code = task_code;
     f->message = message;
-    knit__flock(f);
-    /* seq-cst: a waiter's re-check (seq-cst load after its seq-cst arm)
-     * either sees DONE or its record is in the list we take below. The
-     * store also releases code/result to acquire loads of state. */
+    /* seq-cst: pairs with a registrant's seq-cst store of `watched` then
+     * load of state (see the top of the file). The store also releases
+     * code/result to acquire loads of state. */
     atomic_store_explicit(&f->state, KNIT__F_DONE, memory_order_seq_cst);
+    if (atomic_load_explicit(&f->watched, memory_order_seq_cst) == 0) return;
+    knit__flock(f);
     struct knit__waiter *w = f->waiters;
     knit_future *conts = f->conts;
     f->waiters = NULL;
@@ -249,7 +254,8 @@ static void knit__waiters_link(struct knit__set *s, struct knit__waiter *w,
         w[i].bell = bell;
         atomic_init(&w[i].released, 0);
         knit__flock(f);
-        w[i].linked = atomic_load_explicit(&f->state, memory_order_relaxed) !=
+        atomic_store_explicit(&f->watched, 1, memory_order_seq_cst);
+        w[i].linked = atomic_load_explicit(&f->state, memory_order_seq_cst) !=
                       KNIT__F_DONE;
         if (w[i].linked) {
             w[i].next = f->waiters;
@@ -506,7 +512,8 @@ int knit_future_then(knit_future *f, knit_fn fn, void *arg, knit_future **out) {
     atomic_store_explicit(&g->refs, out != NULL ? 2 : 1, memory_order_relaxed);
     atomic_store_explicit(&g->user, out != NULL ? 1 : 0, memory_order_relaxed);
     knit__flock(f);
-    bool done = atomic_load_explicit(&f->state, memory_order_relaxed) ==
+    atomic_store_explicit(&f->watched, 1, memory_order_seq_cst);
+    bool done = atomic_load_explicit(&f->state, memory_order_seq_cst) ==
                 KNIT__F_DONE;
     if (!done) {
         g->cont_next = f->conts;

@@ -70,8 +70,19 @@ static inline void knit__stat_add(_Atomic uint64_t *s, uint64_t v) {
 
 /* ---- entering and leaving ---- */
 
+/* Inside one of the pool's own tasks the pool cannot go away (destroy
+ * waits for every task to settle), so entering and leaving cost nothing
+ * there: the common case of fork-join, where a task submits, awaits and
+ * releases. The test is the same in enter and exit, and tls->current is
+ * restored after any task nested in between. */
+static inline bool knit__inside_own_task(const knit_pool *h) {
+    const knit_task *cur = knit__tls_state.current;
+    return cur != NULL && cur->pool->handle == h;
+}
+
 int knit__pool_enter(knit_pool *h, bool any) {
     if (h == NULL) return knit__fail(KNIT_EINVAL, "pool is NULL");
+    if (knit__inside_own_task(h)) return 0;
     /* seq-cst RMW then seq-cst load: pairs with destroy's seq-cst state
      * store followed by its seq-cst loads of `users` (knit_pool_destroy). */
     atomic_fetch_add_explicit(&h->users, 1, memory_order_seq_cst);
@@ -680,8 +691,10 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
     out->arena_allocs = as.allocations;
     out->arena_failures = as.failures;
 #undef KNIT__LD
-    knit__handle_leave(h);
+    knit__pool_exit(h);
     return 0;
 }
 
-void knit__pool_exit(knit_pool *h) { knit__handle_leave(h); }
+void knit__pool_exit(knit_pool *h) {
+    if (!knit__inside_own_task(h)) knit__handle_leave(h);
+}

@@ -82,6 +82,7 @@ struct knit_future {
     _Atomic uint32_t lock;   /* spinlock: waiters, conts */
     _Atomic uint32_t cancel; /* a cancel was requested while running */
     _Atomic uint32_t user;   /* 1 while the user's handle is held */
+    _Atomic uint32_t watched; /* a waiter or continuation was registered */
     /* Written by the settler before state becomes DONE (release); read
      * after an acquire load sees DONE. */
     int code;          /* 0, KNIT_ETASK, KNIT_ECANCELED, KNIT_ECLOSED, ... */
