@@ -20,6 +20,13 @@
  * stages never wait for a seq that will not come), and the last step
  * frees whatever buffer the item holds: each item is freed exactly once.
  *
+ * Returning: knit_pipeline_run waits until no item is in flight AND no
+ * item task is still running (`active`): the task that finishes the last
+ * item may still be inside a stage's drain loop, touching the queue, and
+ * the caller may destroy the pipeline as soon as run returns. A task
+ * counts itself in `active` before it can finish any item and leaves it
+ * under the pipeline lock as the very last thing it does.
+ *
  * Lock rules: the pipeline lock guards the item free list, in_flight, the
  * first failure and the driver's condition; a stage's lock guards its
  * queue. No thread holds both, and none holds either while running a
@@ -71,6 +78,7 @@ struct knit_pipeline {
     pthread_cond_t cv;  /* in_flight went down */
     struct knit__item *free_items;
     size_t in_flight;
+    _Atomic size_t active; /* item tasks running (see "Returning") */
     int code;           /* the first failure */
     char msg[512];
     knit_pipeline_stats stats;
@@ -110,7 +118,17 @@ static void knit__item_advance(struct knit__item *it);
 
 static void *knit__item_task(knit_task *task, void *arg) {
     (void)task;
-    knit__item_advance(arg);
+    struct knit__item *it = arg;
+    struct knit_pipeline *pl = it->pl; /* `it` may be reused once advanced */
+    /* Relaxed: this task finishes no item before this increment, and the
+     * driver reads `active` under the pipeline lock, which every finish
+     * takes after it. */
+    atomic_fetch_add_explicit(&pl->active, 1, memory_order_relaxed);
+    knit__item_advance(it);
+    pthread_mutex_lock(&pl->mu);
+    atomic_fetch_sub_explicit(&pl->active, 1, memory_order_relaxed);
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
     return NULL;
 }
 
@@ -260,6 +278,7 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
         }
     }
     atomic_init(&pl->stopping, 0);
+    atomic_init(&pl->active, 0);
     pthread_mutex_init(&pl->mu, NULL);
     pthread_cond_init(&pl->cv, NULL);
     *out = pl;
@@ -276,7 +295,9 @@ static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
         bool ready = for_room ? pl->in_flight < pl->cap ||
                                     atomic_load_explicit(&pl->stopping,
                                                          memory_order_acquire)
-                              : pl->in_flight == 0;
+                              : pl->in_flight == 0 &&
+                                    atomic_load_explicit(&pl->active,
+                                                         memory_order_relaxed) == 0;
         if (ready) return;
         if (!consumer) {
             pthread_cond_wait(&pl->cv, &pl->mu);

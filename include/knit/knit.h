@@ -237,7 +237,8 @@ int knit_parallel_for(knit_pool *pool, size_t begin, size_t end, size_t grain,
  * knit_pipeline_cancel from any thread, stops the input; items in flight
  * skip the remaining stage functions, every item is freed exactly once,
  * and knit_pipeline_run returns the first failure (or KNIT_ECANCELED) with
- * "stage N (item I): <message>" in knit_last_error(). */
+ * "stage N (item I): <message>" (N from 0, or "input") in knit_last_error().
+ * When it returns, no pipeline code runs any more: destroy at once. */
 
 typedef enum knit_stage_mode {
     KNIT_STAGE_SERIAL_IN_ORDER = 0,

@@ -1,0 +1,1284 @@
+/* pgzip: a parallel gzip on the knit pipeline.
+ *
+ *   ./bazelw run //examples:pgzip                  # compress a built-in 256 MiB
+ *                                                  # corpus, verify, report
+ *   pgzip [options] [input [output]]               # compress a file ("-": stdio)
+ *
+ * The pipeline (knit_pipeline_*):
+ *   input     (the thread in knit_pipeline_run) reads one block into an item:
+ *             a header, the previous 32 KiB of input (the dictionary) and the
+ *             block. It reads one block ahead, so it knows which is the last.
+ *   stage 1   PARALLEL: raw deflate of the block, primed with the dictionary,
+ *             ending with Z_SYNC_FLUSH (byte-aligned, not final) or, for the
+ *             last block, Z_FINISH; plus the block's CRC-32. The item becomes
+ *             a new buffer: a header and the deflate output.
+ *   stage 2   SERIAL_IN_ORDER: fwrite, combine the CRC (crc32_combine),
+ *             count, draw the progress bar.
+ * Items live in the pool's payload arena (knit_payload_alloc +
+ * knit_payload_buf, moved between stages without copies); when the arena
+ * is full the example falls back to malloc (knit_buf_malloced) rather than
+ * wait, so the arena is an optimisation, never a limit.
+ *
+ * The output is one gzip member (RFC 1952) like pigz writes: a 10-byte
+ * header (no name, mtime 0), the blocks' deflate data back to back (each
+ * non-last block ends on a byte boundary with an empty stored block, so
+ * the concatenation is one valid deflate stream), then CRC-32 and ISIZE.
+ * Files are written to "<output>.XXXXXX" and renamed at the end: a failure
+ * (or ^C) never leaves a partial output behind.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include <knit/knit.h>
+
+#define KIB ((size_t)1024)
+#define MIB ((size_t)1024 * 1024)
+#define DICT_BYTES ((size_t)32768) /* deflate's window */
+#define MIN_BLOCK (16 * KIB)
+#define MAX_BLOCK (64 * MIB)
+#define DEFAULT_BLOCK MIB
+#define DEFAULT_CORPUS_MIB 256u
+#define MAX_CORPUS_MIB (1u << 20) /* 1 TiB */
+
+/* Exit codes: 0 done, 1 failure (I/O, compression, verification),
+ * 2 usage (bad option or value, unknown discipline). */
+enum { EXIT_USAGE = 2 };
+
+/* ------------------------------------------------------------------ */
+/* Small helpers                                                       */
+
+static const char *prog = "pgzip";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / (double)MIB; }
+
+static void put_le32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+/* ^C, SIGTERM, SIGHUP: stop the pipeline and clean up instead of dying
+ * with a temporary file behind. */
+static atomic_int interrupted; /* lock-free: fine in a handler, read by workers */
+
+static void on_signal(int sig) {
+    atomic_store_explicit(&interrupted, sig, memory_order_relaxed);
+}
+
+/* Handlers on, and the signals blocked in the calling thread: call it
+ * before the pool starts its workers, which inherit the mask, then
+ * unblock_signals() in the main thread, so that a signal interrupts the
+ * main thread's read() rather than a worker's wait. */
+static void catch_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+static void unblock_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* The built-in corpus: deterministic text-like data.
+ *
+ * Words from a fixed vocabulary, mostly in "phrases" (2-5 words drawn once
+ * at start-up), chosen with a skewed distribution by a fixed-seed
+ * xorshift64* generator; sentences with capitals, commas and end marks,
+ * lines of 50-79 columns, now and then a number or a blank line. It
+ * compresses like English prose (about 3.3x with gzip -6). The stream
+ * depends only on the seed, never on how it is cut into blocks, so the
+ * verifier regenerates it to compare. */
+
+static const char *const vocab[] = {
+    "the", "of", "and", "to", "a", "in", "is", "it", "that", "for", "was", "on", "with",
+    "as", "he", "be", "at", "by", "this", "had", "not", "are", "but", "from", "or",
+    "have", "an", "they", "which", "one", "you", "were", "her", "all", "she", "there",
+    "would", "their", "we", "him", "been", "has", "when", "who", "will", "more", "no",
+    "if", "out", "so", "said", "what", "up", "its", "about", "into", "than", "them",
+    "can", "only", "other", "new", "some", "could", "time", "these", "two", "may",
+    "then", "do", "first", "any", "my", "now", "such", "like", "our", "over", "man",
+    "me", "even", "most", "made", "after", "also", "did", "many", "before", "must",
+    "through", "back", "years", "where", "much", "your", "way", "well", "down",
+    "should", "because", "each", "just", "those", "people", "how", "too", "little",
+    "state", "good", "very", "make", "world", "still", "own", "see", "men", "work",
+    "long", "get", "here", "between", "both", "life", "being", "under", "never", "day",
+    "same", "another", "know", "while", "last", "might", "us", "great", "old", "year",
+    "off", "come", "since", "against", "go", "came", "right", "used", "take", "three",
+    "states", "himself", "few", "house", "use", "during", "without", "again", "place",
+    "around", "however", "home", "small", "found", "thought", "went", "say", "part",
+    "once", "general", "high", "upon", "school", "every", "does", "got", "united",
+    "left", "number", "course", "war", "until", "always", "away", "something", "fact",
+    "though", "water", "less", "public", "put", "think", "almost", "hand", "enough",
+    "far", "took", "head", "yet", "government", "system", "better", "set", "told",
+    "nothing", "night", "end", "why", "called", "didn't", "eyes", "find", "going",
+    "look", "asked", "later", "knew", "point", "next", "program", "city", "business",
+    "give", "group", "toward", "young", "days", "let", "room", "president", "side",
+    "social", "present", "given", "several", "order", "national", "second", "possible",
+    "rather", "per", "face", "among", "form", "important", "often", "things", "looked",
+    "early", "white", "case", "John", "become", "large", "big", "need", "four",
+    "within", "felt", "along", "children", "saw", "best", "church", "ever", "least",
+    "power", "development", "light", "thing", "seemed", "family", "interest", "want",
+    "members", "mind", "country", "area", "others", "although", "turned", "done",
+    "open", "God", "service", "problem", "certain", "kind", "different", "thus",
+    "began", "door", "help", "means", "sense", "whole", "matter", "perhaps", "itself",
+    "York", "times", "law", "human", "line", "above", "name", "example", "action",
+    "company", "hands", "local", "show", "whether", "five", "history", "gave", "today",
+    "either", "act", "feet", "across", "taken", "past", "quite", "anything", "seen",
+    "having", "death", "experience", "body", "word", "half", "really", "field", "am",
+    "car", "words", "already", "themselves", "information", "tell", "together",
+    "college", "shall", "money", "period", "held", "keep", "sure", "probably", "free",
+    "seems", "political", "real", "behind", "question", "air", "office", "making",
+    "brought", "whose", "special", "major", "heard", "problems", "federal", "became",
+    "study", "ago", "moment", "available", "known", "result", "street", "economic",
+    "boy", "position", "reason", "change", "south", "board", "individual", "job",
+    "areas", "society", "west", "close", "turn", "love", "community", "true", "court",
+    "force", "full", "seem", "wife", "future", "age", "voice", "center", "woman",
+    "control", "common", "policy", "necessary", "following", "front", "sometimes",
+    "six", "girl", "clear", "further", "land", "run", "students", "provide", "feel",
+    "party", "able", "mother", "music", "education", "university", "child", "effect",
+    "level", "stood", "military", "short", "town", "morning", "total", "outside",
+    "rate", "figure", "class", "art", "century", "Washington", "north", "usually",
+    "plan", "leave", "therefore", "evidence", "top", "million", "sound", "black",
+    "strong", "hard", "various", "says", "believe", "type", "value", "play", "surface",
+    "soon", "mean", "near", "lines", "table",
+};
+#define NVOCAB (sizeof vocab / sizeof vocab[0])
+#define NPHRASES 4096
+#define PHRASE_MAX 64
+
+typedef struct corpus {
+    uint64_t rng;
+    uint64_t left; /* bytes still to produce */
+    int sentence_left, capital;
+    size_t pos, len; /* the current line: line[pos, len) not yet produced */
+    char line[512];
+    unsigned char vlen[NVOCAB];
+    unsigned char plen[NPHRASES];
+    char phrase[NPHRASES][PHRASE_MAX];
+} corpus;
+
+static uint64_t corpus_rand(corpus *c) {
+    uint64_t x = c->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    c->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* An index in [0, n), skewed towards 0 (density ~ 1/sqrt). */
+static size_t skewed(uint64_t r, size_t n) {
+    uint64_t u = (r >> 16) & 0xffff;
+    return (size_t)((((u * u) >> 16) * n) >> 16);
+}
+
+static void corpus_init(corpus *c, uint64_t bytes) {
+    memset(c, 0, sizeof *c);
+    c->rng = 0x9E3779B97F4A7C15ULL;
+    c->left = bytes;
+    c->sentence_left = 10;
+    c->capital = 1;
+    for (size_t i = 0; i < NVOCAB; i++) c->vlen[i] = (unsigned char)strlen(vocab[i]);
+    for (size_t i = 0; i < NPHRASES; i++) {
+        size_t words = 2 + corpus_rand(c) % 4, n = 0;
+        for (size_t j = 0; j < words; j++) {
+            size_t w = skewed(corpus_rand(c), NVOCAB);
+            if (n + c->vlen[w] + 1 >= PHRASE_MAX) break;
+            if (n) c->phrase[i][n++] = ' ';
+            memcpy(c->phrase[i] + n, vocab[w], c->vlen[w]);
+            n += c->vlen[w];
+        }
+        c->plen[i] = (unsigned char)n;
+    }
+}
+
+static void corpus_line(corpus *c) {
+    uint64_t r = corpus_rand(c);
+    size_t width = 50 + r % 30, n = 0;
+    char *p = c->line;
+    while (n < width) { /* each step adds at most ~75 bytes: fits in 512 */
+        r = corpus_rand(c);
+        if (n) p[n++] = ' ';
+        size_t start = n;
+        if ((r & 63) == 0) {
+            unsigned v = (unsigned)((r >> 8) % 100000) >> ((r >> 40) % 12);
+            n += (size_t)snprintf(p + n, 16, "%u", v);
+        } else if ((r & 3) != 0) {
+            size_t i = skewed(r, NPHRASES);
+            memcpy(p + n, c->phrase[i], c->plen[i]);
+            n += c->plen[i];
+        } else {
+            size_t w = skewed(r, NVOCAB);
+            memcpy(p + n, vocab[w], c->vlen[w]);
+            n += c->vlen[w];
+        }
+        if (c->capital) {
+            if (p[start] >= 'a' && p[start] <= 'z') p[start] = (char)(p[start] - 32);
+            c->capital = 0;
+        }
+        if (--c->sentence_left <= 0) {
+            unsigned k = (unsigned)(r >> 58);
+            p[n++] = k < 52 ? '.' : k < 58 ? '?' : k < 62 ? '!' : ';';
+            c->sentence_left = 4 + (int)((r >> 32) % 14);
+            c->capital = 1;
+        } else if (((r >> 36) & 15) == 0) {
+            p[n++] = ',';
+        }
+    }
+    p[n++] = '\n';
+    if (c->capital && ((r >> 44) & 7) == 0) p[n++] = '\n';
+    c->pos = 0;
+    c->len = n;
+}
+
+/* Fills buf with up to n bytes; returns how many (0 at the end). */
+static size_t corpus_fill(corpus *c, unsigned char *buf, size_t n) {
+    if (n > c->left) n = (size_t)c->left;
+    for (size_t done = 0; done < n;) {
+        if (c->pos == c->len) corpus_line(c);
+        size_t k = c->len - c->pos;
+        if (k > n - done) k = n - done;
+        memcpy(buf + done, c->line + c->pos, k);
+        c->pos += k;
+        done += k;
+    }
+    c->left -= n;
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Progress bar (stderr, only when it is a terminal)                   */
+
+typedef struct progress {
+    int on, drawn;
+    const char *what;
+    uint64_t total; /* 0: unknown */
+    double start, last;
+} progress;
+
+static void progress_draw(progress *pg, uint64_t done, int final) {
+    if (!pg->on) return;
+    double t = now_s();
+    if (final ? !pg->drawn : t - pg->last < 0.1) return; /* quick: no bar at all */
+    pg->last = t;
+    pg->drawn = 1;
+    double el = t - pg->start, rate = el > 0 ? mib(done) / el : 0;
+    char line[160];
+    int n;
+    if (pg->total) {
+        double frac = (double)done / (double)pg->total;
+        if (frac > 1) frac = 1;
+        char bar[21];
+        int fill = (int)(frac * 20);
+        for (int i = 0; i < 20; i++) bar[i] = i < fill ? '#' : '.';
+        bar[20] = '\0';
+        double eta = rate > 0 ? (mib(pg->total) - mib(done)) / rate : 0;
+        if (eta < 0) eta = 0;
+        n = snprintf(line, sizeof line,
+                     "%s: %s [%s] %3.0f%% %.1f/%.1f MiB %.1f MiB/s ETA %d:%02d",
+                     prog, pg->what, bar, frac * 100, mib(done), mib(pg->total), rate,
+                     (int)eta / 60, (int)eta % 60);
+    } else {
+        n = snprintf(line, sizeof line, "%s: %s %.1f MiB %.1f MiB/s", prog, pg->what,
+                     mib(done), rate);
+    }
+    (void)n;
+    fprintf(stderr, "\r%-78s%s", line, final ? "\n" : "");
+    fflush(stderr);
+}
+
+/* Ends the bar's line, if one was drawn. */
+static void progress_abort(progress *pg) {
+    if (pg->on && pg->drawn) fputc('\n', stderr);
+    pg->drawn = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The compressor                                                      */
+
+/* What the input stage makes: this header, the dictionary (the 32 KiB of
+ * input before the block, less at the start), the block. */
+typedef struct in_item {
+    uint64_t seq;     /* input order, checked against the stage's seq */
+    uint32_t len;     /* block bytes */
+    uint32_t dict_len;
+    uint32_t last;    /* the final block: ends with Z_FINISH */
+    uint32_t pad;
+} in_item;
+
+/* What the compress stage makes: this header, then the deflate output. */
+typedef struct out_item {
+    uint64_t seq;
+    uint32_t in_len, out_len;
+    uint32_t crc; /* CRC-32 of the block */
+    uint32_t last;
+} out_item;
+
+/* Where the input comes from: a file descriptor or the corpus. */
+typedef struct source {
+    int fd; /* -1: the corpus */
+    corpus *gen;
+    const char *name;
+} source;
+
+typedef struct zfree {
+    z_stream zs;
+    struct zfree *next;
+} zfree;
+
+typedef struct job {
+    knit_pool *pool;
+    int level;
+    size_t block;
+    /* input stage */
+    source *src;
+    knit_buf ahead;       /* the block read ahead (empty at the end) */
+    int primed, eof;
+    uint64_t next_seq;
+    unsigned char tail[DICT_BYTES]; /* the last input bytes */
+    size_t tail_len;
+    uint64_t bytes_read;
+    /* compress stage: deflate streams to reuse */
+    pthread_mutex_t zlock;
+    zfree *zpool;
+    size_t zcount;
+    /* arena vs malloc, counted by any stage */
+    _Atomic uint64_t arena_items, malloc_items;
+    _Atomic unsigned deflating, deflating_max; /* compress stages running */
+    /* write stage */
+    FILE *out;
+    const char *out_name;
+    uint64_t write_seq;   /* the seq the writer expects next */
+    uint32_t crc;
+    uint64_t in_total, out_total; /* out_total: the deflate data only */
+    int saw_last;
+    progress pg;
+} job;
+
+/* Memory for an item: the pool's arena if it has room, else malloc. */
+static knit_buf item_alloc(job *j, size_t len) {
+    void *p = knit_payload_alloc(j->pool, len);
+    if (p != NULL) {
+        knit_buf b = knit_payload_buf(j->pool, p, len);
+        if (b.data != NULL) {
+            atomic_fetch_add_explicit(&j->arena_items, 1, memory_order_relaxed);
+            return b;
+        }
+        knit_payload_free(j->pool, p);
+    }
+    p = malloc(len);
+    if (p == NULL) return (knit_buf){0};
+    atomic_fetch_add_explicit(&j->malloc_items, 1, memory_order_relaxed);
+    return knit_buf_malloced(p, len);
+}
+
+/* Reads up to n bytes (fewer only at the end). -1 with errno on failure. */
+static ssize_t source_read(job *j, unsigned char *buf, size_t n) {
+    source *s = j->src;
+    if (s->fd < 0) return (ssize_t)corpus_fill(s->gen, buf, n);
+    size_t got = 0;
+    while (got < n) {
+        if (interrupted) {
+            errno = EINTR;
+            return -1;
+        }
+        ssize_t r = read(s->fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* Reads the next block into a new item; an empty buffer at the end of the
+ * input. < 0 with knit_error() on failure. */
+static int read_block(job *j, knit_buf *out) {
+    *out = (knit_buf){0};
+    if (j->eof) return 0;
+    size_t hdr = sizeof(in_item) + j->tail_len;
+    knit_buf b = item_alloc(j, hdr + j->block);
+    if (b.data == NULL)
+        return knit_error(KNIT_ENOMEM, "no memory for a %zu-byte block", j->block);
+    unsigned char *data = (unsigned char *)b.data + hdr;
+    ssize_t n = source_read(j, data, j->block);
+    if (n < 0) {
+        int e = errno;
+        knit_buf_free(&b);
+        if (interrupted) return knit_error(KNIT_ECANCELED, "interrupted");
+        return knit_error(KNIT_EINVAL, "read %s: %s", j->src->name, strerror(e));
+    }
+    if (n == 0) {
+        knit_buf_free(&b);
+        j->eof = 1;
+        return 0;
+    }
+    if ((size_t)n < j->block) j->eof = 1; /* a short read is the end */
+    in_item *h = b.data;
+    *h = (in_item){.seq = j->next_seq++, .len = (uint32_t)n,
+                   .dict_len = (uint32_t)j->tail_len};
+    memcpy(h + 1, j->tail, j->tail_len);
+    b.len = hdr + (size_t)n;
+    /* Keep the last 32 KiB of all input so far (a block may be shorter). */
+    size_t un = (size_t)n;
+    if (un >= DICT_BYTES) {
+        memcpy(j->tail, data + un - DICT_BYTES, DICT_BYTES);
+        j->tail_len = DICT_BYTES;
+    } else {
+        size_t keep = j->tail_len + un > DICT_BYTES ? DICT_BYTES - un : j->tail_len;
+        memmove(j->tail, j->tail + j->tail_len - keep, keep);
+        memcpy(j->tail + keep, data, un);
+        j->tail_len = keep + un;
+    }
+    j->bytes_read += un;
+    *out = b;
+    return 0;
+}
+
+/* The pipeline's input: one block per call, in order. It reads one block
+ * ahead so that it can mark the last one. */
+static int input_fn(void *ctx, knit_buf *item) {
+    job *j = ctx;
+    if (interrupted) return knit_error(KNIT_ECANCELED, "interrupted");
+    if (!j->primed) {
+        j->primed = 1;
+        int rc = read_block(j, &j->ahead);
+        if (rc < 0) return rc;
+    }
+    if (j->ahead.data == NULL) return 0;
+    knit_buf cur = j->ahead;
+    j->ahead = (knit_buf){0};
+    int rc = read_block(j, &j->ahead);
+    if (rc < 0) {
+        knit_buf_free(&cur);
+        return rc;
+    }
+    if (j->ahead.data == NULL) ((in_item *)cur.data)->last = 1;
+    *item = cur;
+    return 1;
+}
+
+static z_stream *zstream_get(job *j) {
+    pthread_mutex_lock(&j->zlock);
+    zfree *z = j->zpool;
+    if (z) j->zpool = z->next;
+    pthread_mutex_unlock(&j->zlock);
+    if (z) {
+        deflateReset(&z->zs);
+        return &z->zs;
+    }
+    z = calloc(1, sizeof *z);
+    if (z == NULL) return NULL;
+    /* windowBits -15: raw deflate, no zlib header or trailer. */
+    if (deflateInit2(&z->zs, j->level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        free(z);
+        return NULL;
+    }
+    pthread_mutex_lock(&j->zlock);
+    j->zcount++;
+    pthread_mutex_unlock(&j->zlock);
+    return &z->zs;
+}
+
+static void zstream_put(job *j, z_stream *zs) {
+    zfree *z = (zfree *)zs; /* zs is the first member */
+    pthread_mutex_lock(&j->zlock);
+    z->next = j->zpool;
+    j->zpool = z;
+    pthread_mutex_unlock(&j->zlock);
+}
+
+static void zstreams_free(job *j) {
+    while (j->zpool) {
+        zfree *z = j->zpool;
+        j->zpool = z->next;
+        deflateEnd(&z->zs);
+        free(z);
+    }
+}
+
+static int deflate_block(job *j, uint64_t seq, knit_buf *item);
+
+/* Stage 1 (parallel): deflate one block. */
+static int compress_stage(void *ctx, uint64_t seq, knit_buf *item) {
+    job *j = ctx;
+    if (item->data == NULL || item->len < sizeof(in_item))
+        return knit_error(KNIT_EINVAL, "compress: item %" PRIu64 " is empty", seq);
+    const in_item *h = item->data;
+    if (h->seq != seq)
+        return knit_error(KNIT_EINVAL,
+                          "compress: stage got seq %" PRIu64 " for block %" PRIu64,
+                          seq, h->seq);
+    if (item->len != sizeof(in_item) + h->dict_len + h->len)
+        return knit_error(KNIT_EINVAL, "compress: block %" PRIu64 " has %zu bytes, "
+                          "expected %zu", seq, item->len,
+                          sizeof(in_item) + h->dict_len + (size_t)h->len);
+    unsigned now = atomic_fetch_add(&j->deflating, 1) + 1;
+    unsigned seen = atomic_load(&j->deflating_max);
+    while (now > seen && !atomic_compare_exchange_weak(&j->deflating_max, &seen, now)) {
+    }
+    int rc = deflate_block(j, seq, item);
+    atomic_fetch_sub(&j->deflating, 1);
+    return rc;
+}
+
+static int deflate_block(job *j, uint64_t seq, knit_buf *item) {
+    const in_item *h = item->data;
+    const unsigned char *dict = (const unsigned char *)(h + 1);
+    const unsigned char *data = dict + h->dict_len;
+    z_stream *zs = zstream_get(j);
+    if (zs == NULL) return knit_error(KNIT_ENOMEM, "compress: no memory for zlib");
+    /* deflateBound, plus the sync flush's empty stored block and slack. */
+    size_t cap = deflateBound(zs, h->len) + 64;
+    knit_buf out = item_alloc(j, sizeof(out_item) + cap);
+    if (out.data == NULL) {
+        zstream_put(j, zs);
+        return knit_error(KNIT_ENOMEM, "compress: no memory for %zu bytes", cap);
+    }
+    int rc = Z_OK;
+    if (h->dict_len > 0 && j->level > 0)
+        rc = deflateSetDictionary(zs, dict, h->dict_len);
+    unsigned char *dst = (unsigned char *)out.data + sizeof(out_item);
+    if (rc == Z_OK) {
+        zs->next_in = (unsigned char *)data;
+        zs->avail_in = h->len;
+        zs->next_out = dst;
+        zs->avail_out = (uInt)cap;
+        rc = deflate(zs, h->last ? Z_FINISH : Z_SYNC_FLUSH);
+    }
+    int ok = h->last ? rc == Z_STREAM_END
+                     : rc == Z_OK && zs->avail_in == 0 && zs->avail_out > 0;
+    if (!ok) {
+        const char *msg = zs->msg ? zs->msg : zError(rc);
+        zstream_put(j, zs);
+        knit_buf_free(&out);
+        return knit_error(KNIT_EINVAL, "deflate of block %" PRIu64 " failed: %s (%d)",
+                          seq, msg, rc);
+    }
+    out_item *oh = out.data;
+    *oh = (out_item){.seq = h->seq, .in_len = h->len,
+                     .out_len = (uint32_t)(cap - zs->avail_out),
+                     .crc = (uint32_t)crc32_z(0, data, h->len), .last = h->last};
+    zstream_put(j, zs);
+    out.len = sizeof(out_item) + oh->out_len;
+    knit_buf_free(item); /* the input block is done with */
+    *item = out;
+    return 0;
+}
+
+/* Stage 2 (serial, in order): write, combine the CRC, show progress. */
+static int write_stage(void *ctx, uint64_t seq, knit_buf *item) {
+    job *j = ctx;
+    const out_item *h = item->data;
+    if (h == NULL || item->len < sizeof *h || item->len != sizeof *h + h->out_len)
+        return knit_error(KNIT_EINVAL, "write: item %" PRIu64 " is malformed", seq);
+    if (seq != j->write_seq || h->seq != seq)
+        return knit_error(KNIT_EINVAL,
+                          "write: got block %" PRIu64 " (stage seq %" PRIu64
+                          ") where block %" PRIu64 " was due",
+                          h->seq, seq, j->write_seq);
+    if (interrupted) return knit_error(KNIT_ECANCELED, "interrupted");
+    if (fwrite(h + 1, 1, h->out_len, j->out) != h->out_len)
+        return knit_error(KNIT_EINVAL, "write %s: %s", j->out_name, strerror(errno));
+    j->crc = (uint32_t)crc32_combine(j->crc, h->crc, (z_off_t)h->in_len);
+    j->in_total += h->in_len;
+    j->out_total += h->out_len;
+    j->write_seq++;
+    if (h->last) j->saw_last = 1;
+    knit_buf_free(item); /* early: the arena gets it back now */
+    progress_draw(&j->pg, j->in_total, 0);
+    return 0;
+}
+
+typedef struct result {
+    uint64_t in_bytes, out_bytes; /* out_bytes: the whole .gz */
+    double seconds;
+    knit_pipeline_stats pst;
+} result;
+
+/* Compresses j->src to j->out as one gzip member. 0, or -1 after printing
+ * why. */
+static int compress_stream(job *j, result *res) {
+    static const unsigned char empty_final[2] = {0x03, 0x00};
+    knit_pool_stats_t ps = {.size = sizeof ps};
+    knit_pool_stats(j->pool, &ps);
+    unsigned threads = ps.threads ? ps.threads : 1;
+
+    /* The gzip header: magic, deflate, no flags, mtime 0, XFL, OS = Unix. */
+    unsigned char hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+    hdr[8] = j->level == 9 ? 2 : j->level == 1 ? 4 : 0;
+    double t0 = now_s();
+    j->pg.start = j->pg.last = t0;
+    if (fwrite(hdr, 1, sizeof hdr, j->out) != sizeof hdr) {
+        fprintf(stderr, "%s: write %s: %s\n", prog, j->out_name, strerror(errno));
+        return -1;
+    }
+
+    knit_stage stages[2] = {
+        {KNIT_STAGE_PARALLEL, compress_stage, j},
+        {KNIT_STAGE_SERIAL_IN_ORDER, write_stage, j},
+    };
+    knit_pipeline_options po = KNIT_PIPELINE_OPTIONS_INIT;
+    po.input = input_fn;
+    po.input_ctx = j;
+    po.stages = stages;
+    po.nstages = 2;
+    po.max_in_flight = 2 * (size_t)threads + 2;
+    knit_pipeline *pl;
+    int rc = knit_pipeline_create(j->pool, &po, &pl);
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s\n", prog, knit_last_error());
+        return -1;
+    }
+    rc = knit_pipeline_run(pl);
+    char why[512];
+    snprintf(why, sizeof why, "%s", rc != 0 ? knit_last_error() : "");
+    knit_pipeline_stats_get(pl, &res->pst);
+    knit_pipeline_destroy(pl);
+    knit_buf_free(&j->ahead); /* read ahead before a stop */
+    if (rc != 0) {
+        progress_abort(&j->pg);
+        if (interrupted)
+            fprintf(stderr, "%s: interrupted\n", prog);
+        else
+            fprintf(stderr, "%s: %s\n", prog, why);
+        return -1;
+    }
+    /* Sanity checks on what the pipeline delivered. */
+    if (j->in_total != j->bytes_read || j->write_seq != j->next_seq ||
+        res->pst.items != j->next_seq || res->pst.completed != j->next_seq ||
+        (j->next_seq > 0 && !j->saw_last)) {
+        fprintf(stderr,
+                "%s: internal error: read %" PRIu64 " bytes in %" PRIu64
+                " blocks but wrote %" PRIu64 " bytes in %" PRIu64
+                " blocks (pipeline: %" PRIu64 " items, %" PRIu64 " completed)\n",
+                prog, j->bytes_read, j->next_seq, j->in_total, j->write_seq,
+                res->pst.items, res->pst.completed);
+        return -1;
+    }
+    /* Empty input: no block carried the final bit; add an empty final one. */
+    unsigned char trailer[8];
+    put_le32(trailer, j->crc);
+    put_le32(trailer + 4, (uint32_t)j->in_total); /* ISIZE: mod 2^32 */
+    size_t extra = 0;
+    if (j->next_seq == 0) {
+        extra = sizeof empty_final;
+        if (fwrite(empty_final, 1, sizeof empty_final, j->out) != sizeof empty_final)
+            goto write_failed;
+    }
+    if (fwrite(trailer, 1, sizeof trailer, j->out) != sizeof trailer ||
+        fflush(j->out) != 0)
+        goto write_failed;
+    progress_draw(&j->pg, j->in_total, 1);
+    res->seconds = now_s() - t0;
+    res->in_bytes = j->in_total;
+    res->out_bytes = sizeof hdr + j->out_total + extra + sizeof trailer;
+    return 0;
+write_failed:
+    progress_abort(&j->pg);
+    fprintf(stderr, "%s: write %s: %s\n", prog, j->out_name, strerror(errno));
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+
+typedef struct options {
+    unsigned threads; /* 0: one per CPU */
+    const char *sched;
+    int level;
+    size_t block;
+    int quiet;
+    int corpus_given;
+    unsigned corpus_mib;
+    const char *corpus_out;
+    const char *in, *out;
+} options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: %s [options] [input [output]]\n"
+            "Compresses input (\"-\": stdin) to output (\"-\": stdout; default:\n"
+            "input.gz, or stdout for stdin) as one gzip stream, deflating blocks in\n"
+            "parallel on a knit pipeline. With no input it compresses a built-in\n"
+            "text corpus to a temporary file, verifies the round trip with zlib\n"
+            "and prints the throughput and pool statistics.\n"
+            "\n"
+            "  --threads N       workers (default: one per CPU; at most %u)\n"
+            "  --sched NAME      claim discipline (ticket, dekker, single, ...;\n"
+            "                    default: $KNIT_SCHED, else ticket)\n"
+            "  --level 0-9       compression level (default 6)\n"
+            "  --block SIZE      block size with K or M suffix, 16K..64M (default 1M)\n"
+            "  --quiet, -q       no progress bar\n"
+            "  --corpus-mib N    built-in corpus size in MiB (default %u)\n"
+            "  --corpus-out FILE write the built-in corpus, uncompressed, and exit\n"
+            "                    (to compare with other compressors)\n"
+            "  --help, -h        this text\n"
+            "\n"
+            "Exit status: 0 done, 1 failure, 2 bad usage.\n",
+            prog, KNIT_MAX_THREADS, DEFAULT_CORPUS_MIB);
+}
+
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad_usage(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help'.\n", prog);
+    return -1;
+}
+
+/* A decimal number with nothing else; 0 and *out on success. */
+static int parse_u64(const char *s, uint64_t *out, char **end) {
+    if (s == NULL || *s < '0' || *s > '9') return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, end, 10);
+    if (errno != 0) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_uint(const char *opt, const char *s, uint64_t lo, uint64_t hi,
+                      uint64_t *out) {
+    char *end;
+    if (parse_u64(s, out, &end) != 0 || *end != '\0')
+        return bad_usage("%s: '%s' is not a number", opt, s);
+    if (*out < lo || *out > hi)
+        return bad_usage("%s %s is out of range (%" PRIu64 "..%" PRIu64 ")", opt, s, lo,
+                         hi);
+    return 0;
+}
+
+/* 65536, 64K, 64k, 64KiB, 1M, 1MiB, 1MB. */
+static int parse_size(const char *s, size_t *out) {
+    uint64_t v;
+    char *end;
+    if (parse_u64(s, &v, &end) != 0)
+        return bad_usage("--block: '%s' is not a size (like 65536, 64K or 1M)", s);
+    uint64_t mul = 1;
+    if (*end == 'k' || *end == 'K') mul = KIB, end++;
+    else if (*end == 'm' || *end == 'M') mul = MIB, end++;
+    if (mul != 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)) end += strlen(end);
+    if (*end != '\0')
+        return bad_usage("--block: '%s' is not a size (like 65536, 64K or 1M)", s);
+    if (v > MAX_BLOCK || v * mul > MAX_BLOCK || v * mul < MIN_BLOCK)
+        return bad_usage("--block %s is out of range: at least 16K (16384), at most 64M",
+                         s);
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+/* 0, 1 (--help: exit 0) or -1 (bad usage, reported). */
+static int parse_options(int argc, char **argv, options *o) {
+    enum { O_THREADS = 256, O_SCHED, O_LEVEL, O_BLOCK, O_CORPUS, O_CORPUS_OUT };
+    static const struct option longs[] = {
+        {"threads", required_argument, NULL, O_THREADS},
+        {"sched", required_argument, NULL, O_SCHED},
+        {"level", required_argument, NULL, O_LEVEL},
+        {"block", required_argument, NULL, O_BLOCK},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"corpus-mib", required_argument, NULL, O_CORPUS},
+        {"corpus-out", required_argument, NULL, O_CORPUS_OUT},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (options){.level = 6, .block = DEFAULT_BLOCK, .corpus_mib = DEFAULT_CORPUS_MIB};
+    opterr = 0;
+    int c;
+    uint64_t v;
+    while ((c = getopt_long(argc, argv, ":qh", longs, NULL)) != -1) {
+        switch (c) {
+        case O_THREADS:
+            if (parse_uint("--threads", optarg, 1, KNIT_MAX_THREADS, &v) != 0) return -1;
+            o->threads = (unsigned)v;
+            break;
+        case O_SCHED:
+            o->sched = optarg;
+            break;
+        case O_LEVEL:
+            if (parse_uint("--level", optarg, 0, 9, &v) != 0) return -1;
+            o->level = (int)v;
+            break;
+        case O_BLOCK:
+            if (parse_size(optarg, &o->block) != 0) return -1;
+            break;
+        case O_CORPUS:
+            if (parse_uint("--corpus-mib", optarg, 0, MAX_CORPUS_MIB, &v) != 0) return -1;
+            o->corpus_mib = (unsigned)v;
+            o->corpus_given = 1;
+            break;
+        case O_CORPUS_OUT:
+            o->corpus_out = optarg;
+            break;
+        case 'q':
+            o->quiet = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        case ':':
+            return bad_usage("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return bad_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    int rest = argc - optind;
+    if (rest > 2) return bad_usage("too many arguments ('%s' ...)", argv[optind + 2]);
+    if (rest >= 1) o->in = argv[optind];
+    if (rest == 2) o->out = argv[optind + 1];
+    if (o->in != NULL && o->corpus_given)
+        return bad_usage("--corpus-mib applies only without an input file");
+    if (o->in != NULL && o->corpus_out != NULL)
+        return bad_usage("--corpus-out takes no input file");
+    if ((o->in && !*o->in) || (o->out && !*o->out)) return bad_usage("empty file name");
+    return 0;
+}
+
+/* A pool sized for the job: the arena holds every item in flight (input
+ * blocks and their compressed copies, jemalloc's size-class rounding
+ * included), and KNIT_FAIL makes a full arena a NULL from
+ * knit_payload_alloc (the example then uses malloc) instead of a wait. */
+static int make_pool(const options *o, knit_pool **pool) {
+    knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
+    po.threads = o->threads;
+    po.sched = o->sched;
+    po.backpressure = KNIT_FAIL;
+    unsigned threads = o->threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)n : 1;
+    }
+    uint64_t item = sizeof(in_item) + DICT_BYTES + o->block;
+    uint64_t bound = o->block + o->block / 1024 + 4096 + sizeof(out_item);
+    if (bound > item) item = bound;
+    uint64_t slots = 2 * (2 * (uint64_t)threads + 2) + 4;
+    uint64_t arena = slots * (item + item / 4);
+    if (arena < 64 * MIB) arena = 64 * MIB;
+    if (arena > 4096 * (uint64_t)MIB) arena = 4096 * (uint64_t)MIB;
+    arena = (arena + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+    po.arena_bytes = (size_t)arena;
+    po.max_payload = (size_t)arena;
+    int rc = knit_pool_create(&po, pool);
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s\n", prog, knit_last_error());
+        return rc == KNIT_EINVAL ? EXIT_USAGE : 1; /* a bad --sched is usage */
+    }
+    return 0;
+}
+
+static void job_init(job *j, const options *o, knit_pool *pool, source *src, FILE *out,
+                     const char *out_name, uint64_t total, const char *what) {
+    memset(j, 0, sizeof *j);
+    j->pool = pool;
+    j->level = o->level;
+    j->block = o->block;
+    j->src = src;
+    j->out = out;
+    j->out_name = out_name;
+    pthread_mutex_init(&j->zlock, NULL);
+    j->pg.on = !o->quiet && isatty(2);
+    j->pg.what = what;
+    j->pg.total = total;
+}
+
+static void job_fini(job *j) {
+    knit_buf_free(&j->ahead);
+    zstreams_free(j);
+    pthread_mutex_destroy(&j->zlock);
+}
+
+/* ------------------------------------------------------------------ */
+/* File mode                                                           */
+
+static int compress_file(const options *o, knit_pool *pool) {
+    int to_stdout = 0, from_stdin = strcmp(o->in, "-") == 0;
+    char *out_name = NULL;
+    if (o->out != NULL) {
+        to_stdout = strcmp(o->out, "-") == 0;
+        out_name = strdup(o->out);
+    } else if (from_stdin) {
+        to_stdout = 1;
+        out_name = strdup("-");
+    } else if (asprintf(&out_name, "%s.gz", o->in) < 0) {
+        out_name = NULL;
+    }
+    if (out_name == NULL) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    const char *shown_out = to_stdout ? "(stdout)" : out_name;
+    int status = 1, fd = -1, tmp_fd = -1;
+    char *tmp_name = NULL;
+    FILE *out = NULL;
+    struct stat st;
+    mode_t mode = 0666;
+
+    if (to_stdout && isatty(1)) {
+        fprintf(stderr, "%s: refusing to write compressed data to a terminal "
+                "(name an output file, or redirect stdout)\n", prog);
+        goto done;
+    }
+    /* The input first: an unreadable input creates no output at all. */
+    if (from_stdin) {
+        fd = 0;
+    } else {
+        fd = open(o->in, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, "%s: cannot open %s: %s\n", prog, o->in, strerror(errno));
+            goto done;
+        }
+    }
+    if (fstat(fd, &st) != 0) {
+        fprintf(stderr, "%s: cannot stat %s: %s\n", prog, o->in, strerror(errno));
+        goto done;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "%s: %s is a directory\n", prog, o->in);
+        goto done;
+    }
+    uint64_t total = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    if (S_ISREG(st.st_mode) && !from_stdin) mode = st.st_mode & 0777;
+
+    if (to_stdout) {
+        out = stdout;
+    } else {
+        if (asprintf(&tmp_name, "%s.XXXXXX", out_name) < 0) {
+            tmp_name = NULL;
+            fprintf(stderr, "%s: out of memory\n", prog);
+            goto done;
+        }
+        tmp_fd = mkostemp(tmp_name, O_CLOEXEC);
+        if (tmp_fd < 0) {
+            fprintf(stderr, "%s: cannot create %s: %s\n", prog, tmp_name,
+                    strerror(errno));
+            free(tmp_name);
+            tmp_name = NULL;
+            goto done;
+        }
+        out = fdopen(tmp_fd, "wb");
+        if (out == NULL) {
+            fprintf(stderr, "%s: %s: %s\n", prog, tmp_name, strerror(errno));
+            goto done;
+        }
+        tmp_fd = -1; /* owned by out */
+    }
+    static char obuf[1 << 20];
+    setvbuf(out, obuf, _IOFBF, sizeof obuf);
+
+    source src = {.fd = fd, .name = from_stdin ? "(stdin)" : o->in};
+    job j;
+    job_init(&j, o, pool, &src, out, shown_out, total, "compressing");
+    result res;
+    memset(&res, 0, sizeof res);
+    int rc = compress_stream(&j, &res);
+    job_fini(&j);
+    if (rc != 0) goto done;
+
+    if (!to_stdout) {
+        mode_t um = umask(0);
+        umask(um);
+        if (fchmod(fileno(out), mode & ~um) != 0) { /* mkstemp made it 0600 */
+            fprintf(stderr, "%s: chmod %s: %s\n", prog, tmp_name, strerror(errno));
+            goto done;
+        }
+        int ce = fclose(out);
+        out = NULL;
+        if (ce != 0) {
+            fprintf(stderr, "%s: write %s: %s\n", prog, shown_out, strerror(errno));
+            goto done;
+        }
+        if (rename(tmp_name, out_name) != 0) {
+            fprintf(stderr, "%s: cannot rename %s to %s: %s\n", prog, tmp_name, out_name,
+                    strerror(errno));
+            goto done;
+        }
+        free(tmp_name);
+        tmp_name = NULL; /* nothing to clean up any more */
+    } else if (fflush(stdout) != 0) {
+        fprintf(stderr, "%s: write (stdout): %s\n", prog, strerror(errno));
+        goto done;
+    }
+    if (!o->quiet && isatty(2))
+        fprintf(stderr,
+                "%s: %s -> %s: %.1f MiB -> %.1f MiB (%.2fx) in %.2f s, %.1f MiB/s\n",
+                prog, src.name, shown_out, mib(res.in_bytes), mib(res.out_bytes),
+                res.out_bytes ? (double)res.in_bytes / (double)res.out_bytes : 0.0,
+                res.seconds, res.seconds > 0 ? mib(res.in_bytes) / res.seconds : 0.0);
+    status = 0;
+done:
+    if (out != NULL && out != stdout) fclose(out);
+    if (tmp_fd >= 0) close(tmp_fd);
+    if (tmp_name != NULL) {
+        unlink(tmp_name);
+        free(tmp_name);
+    }
+    if (fd > 0) close(fd);
+    free(out_name);
+    return status;
+}
+
+/* ------------------------------------------------------------------ */
+/* Corpus mode: the README's main command                              */
+
+/* Inflates the gzip file and compares it with a regenerated corpus, a
+ * chunk at a time. 1 if they match. */
+static int verify(FILE *f, uint64_t expect_bytes, const options *o, double *secs) {
+    const size_t chunk = 256 * KIB;
+    unsigned char *in = malloc(chunk), *got = malloc(chunk), *want = malloc(chunk);
+    corpus *gen = malloc(sizeof *gen);
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    int zinit = 0;
+    char err[256] = "";
+    double t0 = now_s();
+    progress pg = {.on = !o->quiet && isatty(2), .what = "verifying",
+                   .total = expect_bytes, .start = t0, .last = t0};
+    uint64_t done = 0;
+    if (!in || !got || !want || !gen) {
+        snprintf(err, sizeof err, "out of memory");
+        goto out;
+    }
+    corpus_init(gen, expect_bytes);
+    /* windowBits 31: a gzip wrapper; inflate checks the CRC and ISIZE. */
+    if (inflateInit2(&zs, 31) != Z_OK) {
+        snprintf(err, sizeof err, "inflateInit2 failed");
+        goto out;
+    }
+    zinit = 1;
+    if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0) {
+        snprintf(err, sizeof err, "rewind: %s", strerror(errno));
+        goto out;
+    }
+    for (int rc = Z_OK; rc != Z_STREAM_END;) {
+        if (zs.avail_in == 0) {
+            size_t n = fread(in, 1, chunk, f);
+            if (n == 0) {
+                snprintf(err, sizeof err, "the gzip stream is truncated%s",
+                         ferror(f) ? " (read error)" : "");
+                goto out;
+            }
+            zs.next_in = in;
+            zs.avail_in = (uInt)n;
+        }
+        zs.next_out = got;
+        zs.avail_out = (uInt)chunk;
+        rc = inflate(&zs, Z_NO_FLUSH);
+        if (rc != Z_OK && rc != Z_STREAM_END) {
+            snprintf(err, sizeof err, "inflate: %s", zs.msg ? zs.msg : zError(rc));
+            goto out;
+        }
+        size_t n = chunk - zs.avail_out;
+        if (corpus_fill(gen, want, n) != n) {
+            snprintf(err, sizeof err, "more than the %" PRIu64 " bytes compressed",
+                     expect_bytes);
+            goto out;
+        }
+        if (memcmp(got, want, n) != 0) {
+            size_t i = 0;
+            while (got[i] == want[i]) i++;
+            snprintf(err, sizeof err, "byte %" PRIu64 " differs from the corpus",
+                     done + i);
+            goto out;
+        }
+        done += n;
+        progress_draw(&pg, done, 0);
+    }
+    if (zs.avail_in != 0 || fread(in, 1, 1, f) != 0) {
+        snprintf(err, sizeof err, "data after the gzip stream");
+        goto out;
+    }
+    if (done != expect_bytes) {
+        snprintf(err, sizeof err, "%" PRIu64 " bytes back, expected %" PRIu64, done,
+                 expect_bytes);
+        goto out;
+    }
+    progress_draw(&pg, done, 1);
+out:
+    if (err[0]) {
+        progress_abort(&pg);
+        fprintf(stderr, "%s: verify: %s\n", prog, err);
+    }
+    *secs = now_s() - t0;
+    if (zinit) inflateEnd(&zs);
+    free(in);
+    free(got);
+    free(want);
+    free(gen);
+    return err[0] == '\0';
+}
+
+static int write_corpus(const options *o) {
+    uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    corpus *gen = malloc(sizeof *gen);
+    unsigned char *buf = malloc(MIB);
+    FILE *f = strcmp(o->corpus_out, "-") == 0 ? stdout : fopen(o->corpus_out, "wb");
+    int status = 1;
+    if (gen == NULL || buf == NULL) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+    } else if (f == NULL) {
+        fprintf(stderr, "%s: cannot create %s: %s\n", prog, o->corpus_out,
+                strerror(errno));
+    } else {
+        corpus_init(gen, total);
+        size_t n;
+        status = 0;
+        while ((n = corpus_fill(gen, buf, MIB)) > 0)
+            if (fwrite(buf, 1, n, f) != n) break;
+        if (ferror(f) || fflush(f) != 0) {
+            fprintf(stderr, "%s: write %s: %s\n", prog, o->corpus_out, strerror(errno));
+            status = 1;
+        }
+    }
+    if (f != NULL && f != stdout && fclose(f) != 0 && status == 0) {
+        fprintf(stderr, "%s: write %s: %s\n", prog, o->corpus_out, strerror(errno));
+        status = 1;
+    }
+    free(gen);
+    free(buf);
+    return status;
+}
+
+static int run_corpus(const options *o, knit_pool *pool) {
+    uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    const char *dir = getenv("TMPDIR");
+    if (dir == NULL || *dir == '\0') dir = "/tmp";
+    char *tmp_name = NULL;
+    if (asprintf(&tmp_name, "%s/pgzip-corpus-XXXXXX", dir) < 0) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
+    int fd = mkostemp(tmp_name, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "%s: cannot create %s: %s\n", prog, tmp_name, strerror(errno));
+        free(tmp_name);
+        return 1;
+    }
+    /* Unlinked at once: the open file is all we need, and nothing is left
+     * behind whatever happens. */
+    unlink(tmp_name);
+    FILE *out = fdopen(fd, "w+b");
+    if (out == NULL) {
+        fprintf(stderr, "%s: %s: %s\n", prog, tmp_name, strerror(errno));
+        close(fd);
+        free(tmp_name);
+        return 1;
+    }
+    static char obuf[1 << 20];
+    setvbuf(out, obuf, _IOFBF, sizeof obuf);
+
+    corpus *gen = malloc(sizeof *gen);
+    if (gen == NULL) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        fclose(out);
+        free(tmp_name);
+        return 1;
+    }
+    corpus_init(gen, total);
+    source src = {.fd = -1, .gen = gen, .name = "the corpus"};
+    job j;
+    job_init(&j, o, pool, &src, out, tmp_name, total, "compressing");
+    result res;
+    memset(&res, 0, sizeof res);
+    int rc = compress_stream(&j, &res);
+    uint64_t arena_items = j.arena_items, malloc_items = j.malloc_items;
+    size_t zstreams = j.zcount;
+    unsigned deflating_max = j.deflating_max;
+    job_fini(&j);
+    free(gen);
+
+    knit_pool_stats_t ps = {.size = sizeof ps};
+    knit_pool_stats(pool, &ps);
+    int verified = 0;
+    double vsecs = 0;
+    if (rc == 0) verified = verify(out, total, o, &vsecs);
+    fclose(out);
+    free(tmp_name);
+    if (rc != 0) return 1;
+
+    double rate = res.seconds > 0 ? mib(res.in_bytes) / res.seconds : 0;
+    printf("%s: compressed %.1f MiB of built-in text to %.1f MiB (ratio %.2f) in %.2f s: "
+           "%.1f MiB/s\n",
+           prog, mib(res.in_bytes), mib(res.out_bytes),
+           res.out_bytes ? (double)res.in_bytes / (double)res.out_bytes : 0.0,
+           res.seconds, rate);
+    printf("%s: %u threads, discipline %s, level %d, %zu KiB blocks, "
+           "%zu deflate streams\n",
+           prog, ps.threads, ps.sched, o->level, o->block / KIB, zstreams);
+    printf("%s: pipeline: %" PRIu64 " blocks, %" PRIu64 " completed, at most %" PRIu64
+           " in flight, at most %u deflating at once\n",
+           prog, res.pst.items, res.pst.completed, res.pst.max_in_flight, deflating_max);
+    printf("%s: pool: %" PRIu64 " tasks run, %" PRIu64 " claims, %" PRIu64
+           " parks, %" PRIu64 " wakes\n",
+           prog, ps.tasks_run, ps.total.claims, ps.total.parks, ps.total.wakes);
+    printf("%s: payload arena: high-water %.1f MiB of %.0f MiB, %" PRIu64
+           " items in the arena, %" PRIu64 " malloc'ed\n",
+           prog, mib(ps.arena_high), mib(ps.arena_cap), arena_items, malloc_items);
+    if (verified)
+        printf("%s: round trip through zlib inflate in %.2f s: verified\n", prog, vsecs);
+    else
+        printf("%s: round trip through zlib inflate: FAILED\n", prog);
+    return verified ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc != 0) return rc > 0 ? 0 : EXIT_USAGE;
+    if (o.corpus_out != NULL) return write_corpus(&o);
+
+    knit_pool *pool;
+    catch_signals();
+    rc = make_pool(&o, &pool);
+    unblock_signals();
+    if (rc != 0) return rc;
+    int status = o.in == NULL ? run_corpus(&o, pool) : compress_file(&o, pool);
+    knit_pool_destroy(pool, KNIT_DRAIN);
+    if (interrupted) { /* cleaned up: now die of the signal, as expected */
+        int sig = atomic_load(&interrupted);
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    return status;
+}
