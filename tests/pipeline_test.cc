@@ -278,9 +278,11 @@ knit_pipeline_options make_options(Harness &h, std::vector<knit_stage> &ks,
 }
 
 // Creates, runs and destroys a pipeline. `started` is called with the
-// pipeline before it runs (to arm cancels).
+// pipeline before it runs (to arm cancels), `finished` after the run and
+// before the destroy (to join the threads that use it).
 Result run(knit_pool *pool, Harness &h, const std::vector<Stage *> &stages, size_t max_in_flight,
-           const std::function<void(knit_pipeline *)> &started = nullptr) {
+           const std::function<void(knit_pipeline *)> &started = nullptr,
+           const std::function<void()> &finished = nullptr) {
     Result r;
     std::vector<knit_stage> ks;
     knit_pipeline_options o = make_options(h, ks, stages, max_in_flight);
@@ -296,6 +298,7 @@ Result run(knit_pool *pool, Harness &h, const std::vector<Stage *> &stages, size
     r.rc = knit_pipeline_run(pl);
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     r.error = knit_last_error();
+    if (finished) finished();
     EXPECT_EQ(0, knit_pipeline_stats_get(pl, &r.stats));
     knit_pipeline_destroy(pl);
     return r;
@@ -600,6 +603,99 @@ TEST_P(Pipeline, CancelFromAnotherThreadIsPromptAndLeakFree) {
     EXPECT_LT(h.produced.load(), 1000u);
     std::vector<uint64_t> order = s.ran();
     for (uint64_t i = 0; i < order.size(); i++) ASSERT_EQ(i, order[i]);
+}
+
+// A cancel at a random moment races with the normal end: the run returns
+// 0 (everything completed) or KNIT_ECANCELED, and frees every item once;
+// meanwhile another thread reads the stats.
+TEST_P(Pipeline, CancelRacesWithTheEnd) {
+    Pool pool(workers(), sched());
+    const int rounds = int(60 / kScale);
+    std::mt19937 rng(1234);
+    int cancelled = 0, completed = 0;
+    for (int round = 0; round < rounds; round++) {
+        const uint64_t n = 100;
+        Harness h(n);
+        Stage a(&h, 0, KNIT_STAGE_PARALLEL), s(&h, 1, KNIT_STAGE_SERIAL_IN_ORDER);
+        a.sleep_us = 20;
+        std::vector<Stage *> stages{&a, &s};
+        unsigned delay_us = std::uniform_int_distribution<unsigned>(0, 3000)(rng);
+        std::thread canceller, reader;
+        std::atomic<bool> stop_reading{false};
+        Result r = run(
+            pool, h, stages, 4,
+            [&](knit_pipeline *pl) {
+                canceller = std::thread([pl, delay_us] {
+                    std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+                    EXPECT_EQ(0, knit_pipeline_cancel(pl));
+                });
+                reader = std::thread([pl, &stop_reading] {
+                    uint64_t last_items = 0;
+                    while (!stop_reading.load()) {
+                        knit_pipeline_stats st;
+                        EXPECT_EQ(0, knit_pipeline_stats_get(pl, &st));
+                        EXPECT_GE(st.items, last_items);
+                        EXPECT_LE(st.completed + st.dropped, st.items);
+                        EXPECT_LE(st.max_in_flight, 4u);
+                        last_items = st.items;
+                        std::this_thread::yield();
+                    }
+                });
+            },
+            [&] {
+                canceller.join();
+                stop_reading = true;
+                reader.join();
+            });
+        ASSERT_TRUE(r.rc == 0 || r.rc == KNIT_ECANCELED) << r.rc << ": " << r.error;
+        expect_quiescent(h, stages, r);
+        if (r.rc == 0) {
+            completed++;
+            EXPECT_EQ(n, r.stats.completed);
+            EXPECT_EQ(n, s.calls.load());
+        } else {
+            cancelled++;
+        }
+        std::vector<uint64_t> order = s.ran();
+        for (uint64_t i = 0; i < order.size(); i++) ASSERT_EQ(i, order[i]);
+    }
+    std::printf("cancel races: %d cancelled, %d completed first\n", cancelled, completed);
+}
+
+// The input fills the item and then fails: that buffer is freed too.
+TEST_P(Pipeline, InputFailsAfterFillingItem) {
+    Pool pool(workers(), sched());
+    struct Ctx {
+        int made = 0;
+        std::atomic<int> frees{0};
+        static void free_fn(void *ctx, void *data, size_t) {
+            static_cast<Ctx *>(ctx)->frees++;
+            std::free(data);
+        }
+        static int input(void *p, knit_buf *item) {
+            auto *c = static_cast<Ctx *>(p);
+            *item = knit_buf{std::malloc(16), 16, &Ctx::free_fn, c};
+            c->made++;
+            if (c->made == 5) return knit_error(-31, "input filled item 4 and failed");
+            return 1;
+        }
+    } ctx;
+    std::vector<knit_stage> ks{
+        {KNIT_STAGE_SERIAL, [](void *, uint64_t, knit_buf *) -> int { return 0; }, nullptr}};
+    knit_pipeline_options o = KNIT_PIPELINE_OPTIONS_INIT;
+    o.input = &Ctx::input;
+    o.input_ctx = &ctx;
+    o.stages = ks.data();
+    o.nstages = 1;
+    o.max_in_flight = 2;
+    knit_pipeline *pl = nullptr;
+    ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
+    EXPECT_EQ(-31, knit_pipeline_run(pl));
+    EXPECT_NE(nullptr, std::strstr(knit_last_error(), "input filled item 4 and failed"))
+        << knit_last_error();
+    knit_pipeline_destroy(pl);
+    EXPECT_EQ(5, ctx.made);
+    EXPECT_EQ(5, ctx.frees.load()) << "every buffer the input filled is freed once";
 }
 
 // A stage cancels the pipeline (from a worker).
