@@ -88,6 +88,13 @@ else
 fi
 
 # (3) Empty input.
+printf 'x' >"$tmp/one"
+if "$pgzip" -q "$tmp/one"; then
+    round_trip "a 1-byte file" "$tmp/one.gz" "$tmp/one"
+else
+    fail "1-byte: pgzip exited $?"
+fi
+
 : >"$tmp/empty"
 if "$pgzip" -q "$tmp/empty"; then
     round_trip "empty input" "$tmp/empty.gz" "$tmp/empty"

@@ -1,6 +1,6 @@
-/* sched_plugin: write a claim discipline, register it, and run a pool on it.
+/* custom_sched: write a claim discipline, register it, and run a pool on it.
  *
- *   ./bazelw run //examples:sched_plugin
+ *   ./bazelw run //examples:custom_sched
  *
  * The discipline itself is in lock_sched.c (about 80 lines against
  * <knit/sched.h>). This program registers it, lists every discipline, and
@@ -27,7 +27,7 @@ static int run(const char *sched) {
     opts.sched = sched;
     knit_pool *pool;
     if (knit_pool_create(&opts, &pool) != 0) {
-        fprintf(stderr, "sched_plugin: %s\n", knit_last_error());
+        fprintf(stderr, "custom_sched: %s\n", knit_last_error());
         return 1;
     }
     enum { N = 100000 };
@@ -36,14 +36,14 @@ static int run(const char *sched) {
     for (uintptr_t i = 0; i < N; i++) {
         want += i * i % 1000003u;
         if (knit_submit(pool, square, (void *)i, &fs[i]) != 0) {
-            fprintf(stderr, "sched_plugin: submit: %s\n", knit_last_error());
+            fprintf(stderr, "custom_sched: submit: %s\n", knit_last_error());
             return 1;
         }
     }
     for (size_t i = 0; i < N; i++) {
         void *r;
         if (knit_await(fs[i], -1, &r) != 0) {
-            fprintf(stderr, "sched_plugin: await: %s\n", knit_last_error());
+            fprintf(stderr, "custom_sched: await: %s\n", knit_last_error());
             return 1;
         }
         got += (uintptr_t)r;
@@ -62,7 +62,7 @@ static int run(const char *sched) {
 
 int main(void) {
     if (lock_sched_register() != 0) {
-        fprintf(stderr, "sched_plugin: %s\n", knit_last_error());
+        fprintf(stderr, "custom_sched: %s\n", knit_last_error());
         return 1;
     }
     const knit_sched_ops *all[KNIT_SCHED_MAX];
