@@ -226,8 +226,8 @@ int main(int argc, char **argv) {
 
     knit_pool_stats(pool, &st);
     printf("tasks run %" PRIu64 " (%" PRIu64 " by awaiting threads), deepest help %" PRIu64
-           ", %" PRIu64 " claims, %" PRIu64 " parks\n",
-           st.tasks_run, st.helped, st.help_depth_max, st.total.claims, st.total.parks);
+           ", workers parked %" PRIu64 " times\n",
+           st.tasks_run, st.helped, st.help_depth_max, st.total.parks);
     if (knit_pool_destroy(pool, KNIT_DRAIN) != 0) {
         fprintf(stderr, "fork_join: destroy: %s\n", knit_last_error());
         failures++;

@@ -151,7 +151,7 @@ int knit_submit_copy(knit_pool *h, knit_fn fn, const void *bytes, size_t len,
     if (bytes == NULL && len > 0)
         return knit__fail(KNIT_EINVAL, "knit_submit_copy: bytes is NULL");
     if (len <= KNIT_INLINE_BYTES) {
-        struct knit__submit_payload pl = {bytes, len, NULL, KNIT__PAY_INLINE};
+        struct knit__submit_payload pl = {bytes, len, NULL, KNIT__PAY_INLINE, false};
         return knit__submit(h, fn, NULL, &pl, out);
     }
     if (fn == NULL) return knit__fail(KNIT_EINVAL, "task function is NULL");
@@ -166,7 +166,7 @@ int knit_submit_copy(knit_pool *h, knit_fn fn, const void *bytes, size_t len,
     }
     memcpy(mem, bytes, len);
     knit_buf b = {mem, len, knit__payload_arena_free, p->arena};
-    struct knit__submit_payload pl = {NULL, len, &b, KNIT__PAY_ARENA};
+    struct knit__submit_payload pl = {NULL, len, &b, KNIT__PAY_ARENA, false};
     rc = knit__submit(h, fn, NULL, &pl, out);
     if (rc < 0) knit__arena_free(p->arena, mem);
     knit__pool_exit(h);
@@ -194,7 +194,8 @@ int knit_submit_buf(knit_pool *h, knit_fn fn, knit_buf *buf, knit_future **out) 
         return knit__fail(KNIT_E2BIG, "payload of %zu bytes is over max_payload=%zu",
                           buf->len, max);
     struct knit__submit_payload pl = {NULL, buf->len, buf,
-                                      binary ? KNIT__PAY_BINARY : KNIT__PAY_MOVED};
+                                      binary ? KNIT__PAY_BINARY : KNIT__PAY_MOVED,
+                                      false};
     rc = knit__submit(h, fn, NULL, &pl, out);
     if (rc == 0) memset(buf, 0, sizeof *buf); /* moved */
     return rc;

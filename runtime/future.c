@@ -97,6 +97,7 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     f->free_next = NULL;
     memset(&f->in, 0, sizeof f->in);
     f->in_kind = KNIT__PAY_NONE;
+    f->always_run = false;
     memset(&f->out, 0, sizeof f->out);
     atomic_init(&f->out_state, KNIT__OUT_NONE);
     return f;

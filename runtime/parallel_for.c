@@ -88,11 +88,15 @@ int knit_parallel_for(knit_pool *h, size_t begin, size_t end, size_t grain,
         return knit__fail(KNIT_EINVAL,
                           "knit_parallel_for: begin=%zu is after end=%zu", begin,
                           end);
+    /* Held for the whole call: the pieces' futures belong to the pool, and
+     * destroy waits for threads inside a call before it frees them. */
     int rc = knit__pool_enter(h, false);
     if (rc < 0) return rc;
     unsigned threads = h->p->threads;
-    knit__pool_exit(h);
-    if (begin == end) return 0;
+    if (begin == end) {
+        knit__pool_exit(h);
+        return 0;
+    }
     if (grain == 0) {
         grain = (end - begin) / ((size_t)threads * 8);
         if (grain == 0) grain = 1;
@@ -105,6 +109,7 @@ int knit_parallel_for(knit_pool *h, size_t begin, size_t end, size_t grain,
     pf.grain = grain;
     atomic_init(&pf.failed, 0);
     knit__pfor_run(&pf, begin, end);
+    knit__pool_exit(h);
     if (atomic_load_explicit(&pf.failed, memory_order_acquire))
         return knit__fail(pf.code, "%s", pf.msg);
     return 0;

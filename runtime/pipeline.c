@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "payload/payload.h"
 #include "runtime/error.h"
 #include "runtime/pool.h"
 
@@ -117,9 +118,12 @@ static void knit__item_finish(struct knit__item *it) {
 static void knit__item_advance(struct knit__item *it);
 
 static void *knit__item_task(knit_task *task, void *arg) {
-    (void)task;
     struct knit__item *it = arg;
     struct knit_pipeline *pl = it->pl; /* `it` may be reused once advanced */
+    /* Item tasks run even when the pool cancels (always_run), so every
+     * item is still freed; a pool cancel stops the pipeline like
+     * knit_pipeline_cancel. */
+    if (knit_task_cancelled(task)) knit_pipeline_cancel(pl);
     /* Relaxed: this task finishes no item before this increment, and the
      * driver reads `active` under the pipeline lock, which every finish
      * takes after it. */
@@ -139,7 +143,8 @@ static void knit__item_dispatch(struct knit__item *it) {
         knit__item_finish(it);
         return;
     }
-    if (knit_submit(it->pl->pool, knit__item_task, it, NULL) != 0)
+    struct knit__submit_payload always = {NULL, 0, NULL, KNIT__PAY_NONE, true};
+    if (knit__submit(it->pl->pool, knit__item_task, it, &always, NULL) != 0)
         knit__item_advance(it);
 }
 
@@ -313,9 +318,13 @@ static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
 
 int knit_pipeline_run(knit_pipeline *pl) {
     if (pl == NULL) return knit__fail(KNIT_EINVAL, "pipeline is NULL");
+    /* Held for the whole run: destroy waits for threads inside a call. */
+    int entered = knit__pool_enter(pl->pool, false);
+    if (entered < 0) return entered;
     pthread_mutex_lock(&pl->mu);
     if (pl->ran) {
         pthread_mutex_unlock(&pl->mu);
+        knit__pool_exit(pl->pool);
         return knit__fail(KNIT_EALREADY, "pipeline: already run");
     }
     pl->ran = true;
@@ -356,6 +365,7 @@ int knit_pipeline_run(knit_pipeline *pl) {
     char msg[sizeof pl->msg];
     memcpy(msg, pl->msg, sizeof msg);
     pthread_mutex_unlock(&pl->mu);
+    knit__pool_exit(pl->pool);
     if (code != 0) return knit__fail(code, "%s", msg);
     return 0;
 }

@@ -104,6 +104,7 @@ struct knit_future {
      * the buffer the task returned, owned by the future until taken. */
     knit_buf in;
     unsigned in_kind;              /* KNIT__PAY_* */
+    bool always_run;               /* see knit__submit_payload */
     knit_buf out;
     _Atomic uint32_t out_state;    /* KNIT__OUT_NONE / SET / TAKEN */
     unsigned char inline_data[KNIT_INLINE_BYTES];
@@ -262,6 +263,8 @@ struct knit__submit_payload {
     size_t len;
     const knit_buf *buf; /* else: moved in */
     unsigned kind;       /* KNIT__PAY_* */
+    bool always_run;     /* runs even when the pool cancels (the task
+                            copes with the pool's cancel itself) */
 };
 int knit__submit(knit_pool *h, knit_fn fn, void *arg,
                  const struct knit__submit_payload *pl, knit_future **out);

@@ -37,8 +37,9 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
         knit__settled(p, w);
         return;
     }
-    if (atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
-        KNIT__POOL_CANCELLING) {
+    if (!f->always_run &&
+        atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
+            KNIT__POOL_CANCELLING) {
         knit__count(w ? &w->cancelled : &rec->cancelled);
         knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
         knit__future_unref(f);

@@ -1,7 +1,9 @@
 // knit_parallel_for: every index exactly once for every grain, piece
 // bounds, argument checks, the first failure and its message, nesting (in
 // a task on one worker, and a range function that calls parallel_for),
-// a 10M-index sum, concurrent callers, both disciplines, 1 and 2 workers.
+// a 10M-index sum, concurrent callers, a tiny max_pending, ranges at the
+// top of size_t, the pool destroyed (DRAIN / CANCEL) under a running
+// parallel_for; both disciplines, 1 and 2 workers.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -149,6 +151,72 @@ TEST(ParallelForShutdown, DestroyedPoolIsEshutdown) {
     Coverage c(0, 10, 1);
     EXPECT_EQ(KNIT_ESHUTDOWN, knit_parallel_for(p, 0, 10, 1, Coverage::fn, &c));
     EXPECT_EQ(0u, c.pieces.load());
+}
+
+// knit_pool_destroy from another thread while a parallel_for runs: DRAIN
+// lets it finish every piece; CANCEL makes it return KNIT_ECANCELED (or 0
+// if it got there first). Neither may hang or touch freed memory. The
+// first piece is slow (it is the one the calling thread keeps for itself),
+// so the destroy happens while the caller is inside it and still owes
+// awaits. In a child process (a death test) so that a crash fails this
+// test alone; returns the child's exit code, 0 when every check passed.
+int destroy_during_parallel_for(int how) {
+    for (int round = 0; round < 3; round++) {
+        knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+        o.threads = 2;
+        knit_pool *p = nullptr;
+        if (knit_pool_create(&o, &p) != 0) {
+            std::fprintf(stderr, "pool: %s\n", knit_last_error());
+            return 10;
+        }
+        const size_t n = 500;
+        struct Ctx {
+            std::atomic<uint64_t> pieces{0};
+            std::atomic<bool> slow_started{false};
+        } ctx;
+        std::atomic<int> rc{1};
+        std::thread caller([&] {
+            rc = knit_parallel_for(
+                p, 0, n, 1,
+                [](void *c, size_t b, size_t) -> int {
+                    auto *x = static_cast<Ctx *>(c);
+                    if (b == 0) {
+                        x->slow_started = true;
+                        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                    } else {
+                        std::this_thread::sleep_for(std::chrono::microseconds(20));
+                    }
+                    x->pieces++;
+                    return 0;
+                },
+                &ctx);
+        });
+        while (!ctx.slow_started.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        if (int d = knit_pool_destroy(p, how); d != 0) {
+            std::fprintf(stderr, "knit_pool_destroy: %d %s\n", d, knit_last_error());
+            return 11;
+        }
+        caller.join();
+        bool ok = how == KNIT_DRAIN ? rc.load() == 0 && ctx.pieces.load() == n
+                                    : (rc.load() == KNIT_ECANCELED ||
+                                       (rc.load() == 0 && ctx.pieces.load() == n));
+        if (!ok) {
+            std::fprintf(stderr, "round %d: parallel_for returned %d after %" PRIu64 " of %zu pieces\n",
+                         round, rc.load(), ctx.pieces.load(), n);
+            return 12;
+        }
+    }
+    return 0;
+}
+
+TEST(ParallelForShutdown, PoolDestroyDrainDuringRun) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(destroy_during_parallel_for(KNIT_DRAIN)), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(ParallelForShutdown, PoolDestroyCancelDuringRun) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(destroy_during_parallel_for(KNIT_CANCEL)), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(KnitError, SetsMessageAndReturnsCode) {
