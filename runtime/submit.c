@@ -39,23 +39,25 @@ static _Thread_local unsigned knit__tls_next;
 static pthread_key_t knit__exit_key;
 static pthread_once_t knit__exit_once = PTHREAD_ONCE_INIT;
 
-/* Thread exit: orphan this thread's records so another thread adopts them
- * (their carpets may still carry tasks; workers keep claiming those). */
+/* Gives up a map entry's record: it stays with its pool, adoptable by the
+ * next thread that registers (its carpets may still carry tasks; workers
+ * keep claiming those). The handle outlives the pool, so locking it is
+ * safe; a dead pool has freed the record already. */
+static void knit__tls_entry_orphan(struct knit__tls_entry *e) {
+    pthread_mutex_lock(&e->h->lock);
+    if (atomic_load_explicit(&e->h->state, memory_order_acquire) !=
+            KNIT__POOL_DEAD &&
+        e->h->gen == e->gen)
+        e->rec->orphaned = true;
+    pthread_mutex_unlock(&e->h->lock);
+    e->h = NULL;
+}
+
+/* Thread exit: orphan every record of this thread. */
 static void knit__thread_exit(void *unused) {
     (void)unused;
-    for (unsigned i = 0; i < KNIT__TLS_POOLS; i++) {
-        struct knit__tls_entry *e = &knit__tls_map[i];
-        if (e->h == NULL) continue;
-        pthread_mutex_lock(&e->h->lock);
-        /* The handle outlives the pool, so this is safe; a dead pool freed
-         * the record already. */
-        if (atomic_load_explicit(&e->h->state, memory_order_acquire) !=
-                KNIT__POOL_DEAD &&
-            e->h->gen == e->gen)
-            e->rec->orphaned = true;
-        pthread_mutex_unlock(&e->h->lock);
-        e->h = NULL;
-    }
+    for (unsigned i = 0; i < KNIT__TLS_POOLS; i++)
+        if (knit__tls_map[i].h != NULL) knit__tls_entry_orphan(&knit__tls_map[i]);
 }
 
 static void knit__exit_key_create(void) {
@@ -122,16 +124,7 @@ struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p) {
     struct knit__producer *rec = knit__producer_add(p, true);
     if (rec == NULL) return NULL;
     struct knit__tls_entry *e = &knit__tls_map[knit__tls_next++ % KNIT__TLS_POOLS];
-    if (e->h != NULL) {
-        /* Evicted from the map: that record stays with its pool, adoptable
-         * like an exited thread's. */
-        pthread_mutex_lock(&e->h->lock);
-        if (atomic_load_explicit(&e->h->state, memory_order_acquire) !=
-                KNIT__POOL_DEAD &&
-            e->h->gen == e->gen)
-            e->rec->orphaned = true;
-        pthread_mutex_unlock(&e->h->lock);
-    }
+    if (e->h != NULL) knit__tls_entry_orphan(e); /* evicted from the map */
     e->h = h;
     e->gen = h->gen;
     e->rec = rec;
