@@ -396,19 +396,18 @@ TEST(Pool, ProducerThreadExitsWithTasksInFlight) {
         });
         t.join();  // exits, most likely with tasks still queued in its carpets
     };
-    // A backlog may make the first threads take several carpets...
-    for (int r = 0; r < 5; r++) round();
-    for (int i = 0; i < 5000 && pending_now(pool) > 0; i++)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    uint64_t carpets = carpets_now(pool);
-    // ...but exited threads' records and carpets are adopted, not leaked:
-    // 20 more threads, one at a time, take no new carpet once drained.
-    for (int r = 0; r < 20; r++) {
+    // One thread at a time, 25 of them, each exiting with tasks queued. A
+    // thread with 100 tasks in flight needs at most 4 carpets (32 lanes
+    // each); the main thread has none. If exited threads' records and
+    // carpets were not adopted, carpets would grow with every thread
+    // (25 threads: up to 100); adopted, they stay at what one thread's
+    // worst backlog needed.
+    for (int r = 0; r < 25; r++) {
         round();
         for (int i = 0; i < 5000 && pending_now(pool) > 0; i++)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    EXPECT_EQ(carpets, carpets_now(pool)) << "exited threads' carpets are reused";
+    EXPECT_LE(carpets_now(pool), 5u) << "exited threads' carpets are reused";
     knit_future *f = nullptr;
     ASSERT_EQ(0, knit_submit(pool, ret_arg, nullptr, &f));
     knit_await(f, -1, nullptr);
