@@ -138,9 +138,10 @@ TEST(Pool, AwaitTimeoutExpiresThenSucceeds) {
 TEST(Pool, AwaitAllAndAny) {
     Pool pool(2);
     knit_future *fs[3];
-    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(300), &fs[0]));
+    // Long enough apart that a slow (sanitizer) run still sees task 1 first.
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(1000), &fs[0]));
     ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(1), &fs[1]));
-    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(150), &fs[2]));
+    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(700), &fs[2]));
     size_t which = 99;
     EXPECT_EQ(0, knit_await_any(fs, 3, -1, &which)) << knit_last_error();
     EXPECT_EQ(1u, which);
@@ -303,8 +304,17 @@ TEST(Pool, NestedForkJoinFib) {
 TEST(Pool, BackpressureFailReturnsEagain) {
     Pool pool(1, nullptr, 4, KNIT_FAIL);
     knit_future *blocker = nullptr;
-    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(200), &blocker));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // it started
+    static std::atomic<bool> started;
+    started = false;
+    ASSERT_EQ(0, knit_submit(
+                     pool,
+                     [](knit_task *, void *) -> void * {
+                         started = true;
+                         std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                         return nullptr;
+                     },
+                     nullptr, &blocker));
+    while (!started.load()) std::this_thread::yield();  // it no longer counts as pending
     std::vector<knit_future *> fs;
     int rc = 0;
     for (int i = 0; i < 10 && rc == 0; i++) {
