@@ -28,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include "knit/knit.h"
+#include "pool_util.h"
 
 namespace {
 
@@ -39,26 +40,7 @@ constexpr uint64_t kScale = 1;
 
 using Clock = std::chrono::steady_clock;
 
-struct Pool {
-    knit_pool *p = nullptr;
-    explicit Pool(unsigned threads, const char *sched = nullptr, size_t max_pending = 0,
-                  int backpressure = KNIT_BLOCK) {
-        knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
-        o.threads = threads;
-        o.sched = sched;
-        o.max_pending = max_pending;
-        o.backpressure = backpressure;
-        EXPECT_EQ(0, knit_pool_create(&o, &p)) << knit_last_error();
-    }
-    ~Pool() {
-        if (p) {
-            EXPECT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN)) << knit_last_error();
-        }
-    }
-    Pool(const Pool &) = delete;
-    Pool &operator=(const Pool &) = delete;
-    operator knit_pool *() const { return p; }
-};
+using knit_test::Pool;
 
 // Sleeps a random 0..max_us microseconds (per-thread generator).
 void random_sleep(unsigned max_us) {

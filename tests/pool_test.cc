@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "knit/knit.h"
+#include "pool_util.h"
 
 namespace {
 
@@ -20,24 +21,7 @@ constexpr uint64_t kScale = 10;  // sanitizers run ~10-20x slower
 constexpr uint64_t kScale = 1;
 #endif
 
-struct Pool {
-    knit_pool *p = nullptr;
-    explicit Pool(unsigned threads, const char *sched = nullptr,
-                  size_t max_pending = 0, int backpressure = KNIT_BLOCK) {
-        knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
-        o.threads = threads;
-        o.sched = sched;
-        o.max_pending = max_pending;
-        o.backpressure = backpressure;
-        EXPECT_EQ(0, knit_pool_create(&o, &p)) << knit_last_error();
-    }
-    ~Pool() {
-        if (p) {
-            EXPECT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN)) << knit_last_error();
-        }
-    }
-    operator knit_pool *() const { return p; }
-};
+using knit_test::Pool;
 
 void *ret_arg(knit_task *, void *arg) { return arg; }
 
