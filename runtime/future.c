@@ -472,11 +472,7 @@ int knit_future_cancel(knit_future *f) {
                                                 memory_order_acquire)) {
         knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
         struct knit__producer *rec = knit__producer_get(h, f->pool);
-        if (rec != NULL)
-            atomic_store_explicit(
-                &rec->cancelled,
-                atomic_load_explicit(&rec->cancelled, memory_order_relaxed) + 1,
-                memory_order_relaxed);
+        if (rec != NULL) knit__stat_add(&rec->cancelled, 1);
         knit__pool_exit(h);
         return 0;
     }

@@ -62,12 +62,6 @@ int64_t knit__now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static inline void knit__stat_add(_Atomic uint64_t *s, uint64_t v) {
-    /* Owner-only counter: a relaxed load and store, no RMW. */
-    atomic_store_explicit(s, atomic_load_explicit(s, memory_order_relaxed) + v,
-                          memory_order_relaxed);
-}
-
 /* ---- entering and leaving ---- */
 
 /* Inside one of the pool's own tasks the pool cannot go away (destroy

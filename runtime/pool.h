@@ -230,6 +230,14 @@ struct knit_task {
     char *message;
 };
 
+/* Adds to a counter only its owner thread writes (worker or producer
+ * stats): a relaxed load and store, no RMW; readers (knit_pool_stats) load
+ * it relaxed and may see a slightly old value. */
+static inline void knit__stat_add(_Atomic uint64_t *s, uint64_t v) {
+    atomic_store_explicit(s, atomic_load_explicit(s, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
 /* ---- runtime/pool.c ---- */
 struct knit__tls *knit__tls_get(void);
 /* Claims and runs one batch from any carpet (own first). `consumer` is a

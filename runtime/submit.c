@@ -267,10 +267,7 @@ static int knit__enqueue(knit_pool *h, struct knit__pool *p,
         }
         knit__space_wait(p, rec);
     }
-    atomic_store_explicit(&rec->submitted,
-                          atomic_load_explicit(&rec->submitted,
-                                               memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    knit__stat_add(&rec->submitted, 1);
     return 0;
 }
 
@@ -345,10 +342,7 @@ int knit__submit(knit_pool *h, knit_fn fn, void *arg,
         }
         knit__future_setup(f, fn, arg, pl, out != NULL);
         if (knit__push_local(p, tls, f)) {
-            atomic_store_explicit(&rec->submitted,
-                                  atomic_load_explicit(&rec->submitted,
-                                                       memory_order_relaxed) + 1,
-                                  memory_order_relaxed);
+            knit__stat_add(&rec->submitted, 1);
             if (out != NULL) *out = f;
             knit__pool_exit(h);
             return 0;

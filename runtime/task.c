@@ -7,12 +7,6 @@
 #include "runtime/error.h"
 #include "runtime/pool.h"
 
-static inline void knit__count(_Atomic uint64_t *s) {
-    /* Owner-only counter: a relaxed load and store, no RMW. */
-    atomic_store_explicit(s, atomic_load_explicit(s, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
 /* One settled lane: batched on a worker, at once elsewhere. */
 static void knit__settled(struct knit__pool *p, struct knit__worker *w) {
     if (w != NULL)
@@ -32,7 +26,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
                                                  KNIT__F_RUNNING,
                                                  memory_order_acq_rel,
                                                  memory_order_acquire)) {
-        knit__count(w ? &w->skipped : &rec->skipped);
+        knit__stat_add(w ? &w->skipped : &rec->skipped, 1);
         knit__future_unref(f);
         knit__settled(p, w);
         return;
@@ -40,7 +34,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     if (!f->always_run &&
         atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
             KNIT__POOL_CANCELLING) {
-        knit__count(w ? &w->cancelled : &rec->cancelled);
+        knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
         knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
         knit__future_unref(f);
         knit__settled(p, w);
@@ -61,8 +55,8 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     tls->depth--;
     tls->current = outer;
     /* Counted before the settle, so an awaiter that wakes sees it. */
-    knit__count(w ? &w->tasks_run : &rec->helped);
-    if (task.failed) knit__count(w ? &w->failed : &rec->failed);
+    knit__stat_add(w ? &w->tasks_run : &rec->helped, 1);
+    if (task.failed) knit__stat_add(w ? &w->failed : &rec->failed, 1);
     knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
                         task.message);
     knit__future_unref(f);
