@@ -7,17 +7,12 @@
 
 #include "knit/sched.h"
 #include "runtime/carpet.h"
+#include "carpet_util.h"
 
 namespace {
 
-knit_carpet *make(const char *sched, unsigned consumers, unsigned region) {
-    const knit_sched_ops *ops = nullptr;
-    if (knit_sched_lookup(sched, "bench", &ops) != 0) return nullptr;
-    knit_sched_params p{consumers, region};
-    knit_carpet *c = nullptr;
-    if (knit__carpet_create(ops, &p, nullptr, nullptr, &c) != 0) return nullptr;
-    return c;
-}
+using knit_bench::make_carpet;
+using knit_bench::produce;
 
 struct Sum {
     knit_carpet *c;
@@ -32,7 +27,7 @@ struct Sum {
 
 // One publish, one flush, one claim of one lane, on one thread.
 void BM_PublishClaimOne(benchmark::State &state, const char *sched) {
-    knit_carpet *c = make(sched, 1, 8);
+    knit_carpet *c = make_carpet(sched, 1, 8);
     Sum sum(c);
     knit__lane_task t{};
     uint64_t i = 0;
@@ -55,7 +50,7 @@ BENCHMARK_CAPTURE(BM_PublishClaimOne, dekker, "dekker");
 void BM_Handoff(benchmark::State &state, const char *sched) {
     const uint64_t n = static_cast<uint64_t>(state.range(0));
     for (auto _ : state) {
-        knit_carpet *c = make(sched, 1, 8);
+        knit_carpet *c = make_carpet(sched, 1, 8);
         std::thread consumer([c, n] {
             Sum sum(c);
             uint64_t seen = 0;
@@ -72,18 +67,7 @@ void BM_Handoff(benchmark::State &state, const char *sched) {
             }
             benchmark::DoNotOptimize(sum.sum);
         });
-        knit__lane_task t{};
-        uint64_t sent = 0;
-        while (sent < n) {
-            t.arg = reinterpret_cast<void *>(sent);
-            if (knit__carpet_publish(c, &t, nullptr, 0) >= 0) {
-                if ((++sent & 7) == 0) knit__carpet_flush(c);
-            } else {
-                knit__carpet_flush(c);
-                std::this_thread::yield();
-            }
-        }
-        knit__carpet_flush(c);
+        produce(c, n);
         consumer.join();
         knit__carpet_destroy(c);
     }

@@ -8,17 +8,12 @@
 
 #include "knit/sched.h"
 #include "runtime/carpet.h"
+#include "carpet_util.h"
 
 namespace {
 
-knit_carpet *make(const char *sched, unsigned consumers, unsigned region) {
-    const knit_sched_ops *ops = nullptr;
-    if (knit_sched_lookup(sched, "bench", &ops) != 0) return nullptr;
-    knit_sched_params p{consumers, region};
-    knit_carpet *c = nullptr;
-    if (knit__carpet_create(ops, &p, nullptr, nullptr, &c) != 0) return nullptr;
-    return c;
-}
+using knit_bench::make_carpet;
+using knit_bench::produce;
 
 int count_visit(void *ctx, unsigned) {
     ++*static_cast<uint64_t *>(ctx);
@@ -27,7 +22,7 @@ int count_visit(void *ctx, unsigned) {
 
 // A poll of an empty carpet (consumer 1 of 2): what an idle worker pays.
 void BM_IdlePoll(benchmark::State &state, const char *sched) {
-    knit_carpet *c = make(sched, 2, 8);
+    knit_carpet *c = make_carpet(sched, 2, 8);
     uint64_t n = 0;
     for (auto _ : state) benchmark::DoNotOptimize(knit__carpet_claim(c, 1, count_visit, &n));
     knit__carpet_destroy(c);
@@ -38,7 +33,7 @@ BENCHMARK_CAPTURE(BM_IdlePoll, dekker, "dekker");
 // Publish 8 lanes (one region / one batch), claim them in one call; the
 // time is per task and includes the publish.
 void BM_ClaimBatch(benchmark::State &state, const char *sched) {
-    knit_carpet *c = make(sched, 2, 8);
+    knit_carpet *c = make_carpet(sched, 2, 8);
     knit__lane_task t{};
     uint64_t n = 0;
     for (auto _ : state) {
@@ -59,7 +54,7 @@ BENCHMARK_CAPTURE(BM_ClaimBatch, dekker, "dekker");
 void BM_TwoConsumers(benchmark::State &state, const char *sched) {
     const uint64_t total = 1 << 20;
     for (auto _ : state) {
-        knit_carpet *c = make(sched, 2, 8);
+        knit_carpet *c = make_carpet(sched, 2, 8);
         std::atomic<uint64_t> seen{0};
         std::vector<std::thread> consumers;
         for (unsigned id = 0; id < 2; id++)
@@ -74,17 +69,7 @@ void BM_TwoConsumers(benchmark::State &state, const char *sched) {
                         std::this_thread::yield();
                 }
             });
-        knit__lane_task t{};
-        uint64_t sent = 0;
-        while (sent < total) {
-            if (knit__carpet_publish(c, &t, nullptr, 0) >= 0) {
-                if ((++sent & 7) == 0) knit__carpet_flush(c);
-            } else {
-                knit__carpet_flush(c);
-                std::this_thread::yield();
-            }
-        }
-        knit__carpet_flush(c);
+        produce(c, total);
         for (auto &th : consumers) th.join();
         knit__carpet_destroy(c);
     }
