@@ -300,7 +300,10 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
     }
     if (timeout_ns == 0) return KNIT_ETIMEDOUT;
     int64_t start = knit__now_ns();
-    int64_t deadline = timeout_ns < 0 ? INT64_MAX : start + timeout_ns;
+    /* Saturating: a timeout past INT64_MAX is no limit, not an overflow. */
+    int64_t deadline = timeout_ns < 0 || timeout_ns > INT64_MAX - start
+                           ? INT64_MAX
+                           : start + timeout_ns;
     struct knit__pool *p = fs[0]->pool;
     knit_pool *h = p->handle;
     struct knit__tls *tls = knit__tls_get();
@@ -332,7 +335,9 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
     }
     struct knit__producer *rec =
         consumer != UINT32_MAX ? knit__producer_get(h, p) : NULL;
-    int64_t spin_end = start + p->await_spin_ns;
+    int64_t spin_end = p->await_spin_ns > INT64_MAX - start
+                           ? INT64_MAX
+                           : start + p->await_spin_ns;
     unsigned idle = 0;
     knit__doorbell *bell = w != NULL ? &w->bell : &tls->bell;
     for (;;) {
@@ -413,7 +418,10 @@ int knit_await_all(knit_future *const *fs, size_t n, int64_t timeout_ns) {
         int rc = knit__check_future(fs[i], "knit_await_all");
         if (rc < 0) return rc;
     }
-    int64_t deadline = timeout_ns < 0 ? INT64_MAX : knit__now_ns() + timeout_ns;
+    int64_t now = knit__now_ns();
+    int64_t deadline = timeout_ns < 0 || timeout_ns > INT64_MAX - now
+                           ? INT64_MAX
+                           : now + timeout_ns;
     for (size_t i = 0; i < n; i++) {
         int64_t left = deadline == INT64_MAX ? -1 : deadline - knit__now_ns();
         if (left < 0 && deadline != INT64_MAX) left = 0;

@@ -403,6 +403,11 @@ static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
     p->trace = o->trace;
     p->trace_ctx = o->trace_ctx;
     p->arena_bytes = o->arena_bytes ? o->arena_bytes : KNIT__DEFAULT_ARENA;
+    if (p->arena_bytes < KNIT__ARENA_MIN_CAP || p->arena_bytes > KNIT__ARENA_MAX_CAP)
+        return knit__fail(KNIT_EINVAL,
+                          "arena_bytes=%zu must be between %zu (4 MiB) and "
+                          "%zu (64 GiB)",
+                          p->arena_bytes, KNIT__ARENA_MIN_CAP, KNIT__ARENA_MAX_CAP);
     p->max_payload = o->max_payload ? o->max_payload : p->arena_bytes / 4;
     if (p->max_payload > p->arena_bytes)
         return knit__fail(KNIT_EINVAL,
