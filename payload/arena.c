@@ -120,6 +120,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "runtime/alloc.h"
 #include "runtime/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -427,6 +428,17 @@ static bool knit__hook_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
 
 /* ---- the API -------------------------------------------------------------- */
 
+/* Fresh anonymous address space; physical pages only when touched. A
+ * point of failure in the fault-injection build (runtime/alloc.h). */
+static void *knit__map(size_t len) {
+    if (knit__alloc_fails()) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    return mmap(NULL, len, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+}
+
 static size_t knit__round_up(size_t n, size_t to) {
     return (n + to - 1) / to * to;
 }
@@ -456,7 +468,7 @@ int knit__arena_create(size_t cap_bytes, knit__arena **out) {
         page = (size_t)sysconf(_SC_PAGESIZE);
     size_t cap = cap_bytes & ~(page - 1);
 
-    knit__arena *a = aligned_alloc(KNIT__ARENA_LINE,
+    knit__arena *a = knit__aligned_alloc(KNIT__ARENA_LINE,
                                    knit__round_up(sizeof *a, KNIT__ARENA_LINE));
     if (a == NULL)
         return knit__fail(KNIT_ENOMEM, "payload arena: out of memory for the "
@@ -468,9 +480,8 @@ int knit__arena_create(size_t cap_bytes, knit__arena **out) {
 
     /* The region: over-reserve by KNIT__ARENA_ALIGN, keep the aligned
      * middle, unmap the ends. */
-    int mflags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     size_t raw_len = cap + KNIT__ARENA_ALIGN;
-    void *raw = mmap(NULL, raw_len, PROT_READ | PROT_WRITE, mflags, -1, 0);
+    void *raw = knit__map(raw_len);
     if (raw == MAP_FAILED) {
         int e = errno;
         free(a);
@@ -489,8 +500,7 @@ int knit__arena_create(size_t cap_bytes, knit__arena **out) {
     /* The free-range array: see "The free ranges" at the top. */
     a->ranges_max = (cap / page + 1) / 2 + 1;
     a->ranges_bytes = knit__round_up(a->ranges_max * sizeof *a->ranges, page);
-    void *ranges = mmap(NULL, a->ranges_bytes, PROT_READ | PROT_WRITE, mflags,
-                        -1, 0);
+    void *ranges = knit__map(a->ranges_bytes);
     if (ranges == MAP_FAILED) {
         int e = errno;
         size_t bytes = a->ranges_bytes;
@@ -534,7 +544,9 @@ int knit__arena_create(size_t cap_bytes, knit__arena **out) {
         extent_hooks_t *hp = &a->hooks;
         unsigned ind = 0;
         sz = sizeof ind;
-        rc = mallctl("arenas.create", &ind, &sz, &hp, sizeof hp);
+        rc = knit__alloc_fails() ? ENOMEM
+                                 : mallctl("arenas.create", &ind, &sz, &hp,
+                                           sizeof hp);
         what = "mallctl(\"arenas.create\")";
         a->ind = ind;
     }
@@ -562,7 +574,7 @@ void *knit__arena_alloc(knit__arena *a, size_t len) {
     }
     size_t n = len != 0 ? len : 1; /* mallocx(0) is undefined */
     void *p = NULL;
-    if (n <= a->cap) {
+    if (n <= a->cap && !knit__alloc_fails()) {
         p = mallocx(n, a->flags);
         if (p == NULL) {
             /* Hand jemalloc's dirty pages back to the hooks (coalesced

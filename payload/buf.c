@@ -21,6 +21,7 @@
  * load of DONE, so neither needs atomics beyond out_state.
  */
 #define _GNU_SOURCE
+#include "runtime/alloc.h"
 #include "payload/payload.h"
 
 #include <sched.h>
@@ -219,7 +220,7 @@ knit_buf knit_task_take_buf(knit_task *task) {
     if (f->in_kind == KNIT__PAY_NONE) return b;
     if (f->in_kind == KNIT__PAY_INLINE) {
         /* The inline area dies with the future: hand out a copy. */
-        void *copy = malloc(f->in.len ? f->in.len : 1);
+        void *copy = knit__malloc(f->in.len ? f->in.len : 1);
         if (copy == NULL) {
             knit__fail(KNIT_ENOMEM, "knit_task_take_buf: no memory for %zu bytes",
                        f->in.len);

@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/alloc.h"
 #include "runtime/doorbell.h"
 #include "runtime/error.h"
 #include "sched/trace.h"
@@ -133,7 +134,7 @@ int knit__carpet_create(const knit_sched_ops *ops, const knit_sched_params *p,
     size_t state = knit__round_line(ops->state_size);
     size_t lost = trace ? knit__round_line(sizeof(uint64_t) * p->consumers) : 0;
     size_t total = base + state + lost;
-    struct knit_carpet *c = aligned_alloc(KNIT__CACHE_LINE, total);
+    struct knit_carpet *c = knit__aligned_alloc(KNIT__CACHE_LINE, total);
     if (c == NULL)
         return knit__fail(KNIT_ENOMEM, "carpet: cannot allocate %zu bytes",
                           total);

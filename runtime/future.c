@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/alloc.h"
 #include "payload/payload.h"
 #include "runtime/cpu.h"
 #include "runtime/error.h"
@@ -55,7 +56,7 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
             rec->cache = m;
             rec->ncache = m->mag_count;
         } else {
-            struct knit__slab *s = calloc(1, sizeof *s);
+            struct knit__slab *s = knit__calloc(1, sizeof *s);
             if (s == NULL) {
                 pthread_mutex_unlock(&h->lock);
                 return NULL;
@@ -310,8 +311,10 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
     struct knit__worker *w =
         tls->worker != NULL && tls->worker->pool == p ? tls->worker : NULL;
     struct knit__waiter local[8];
-    struct knit__waiter *recs = n <= 8 ? local : malloc(n * sizeof *recs);
-    if (recs == NULL) return knit__fail(KNIT_ENOMEM, "await: no memory");
+    struct knit__waiter *recs = n <= 8 ? local : knit__malloc(n * sizeof *recs);
+    if (recs == NULL)
+        return knit__fail(KNIT_ENOMEM, "await: no memory for %zu waiter records",
+                          n);
     int rc = KNIT_ETIMEDOUT;
 
     /* A consumer id to help with: a worker's own; the helper id of an
@@ -426,7 +429,9 @@ int knit_await_all(knit_future *const *fs, size_t n, int64_t timeout_ns) {
         int64_t left = deadline == INT64_MAX ? -1 : deadline - knit__now_ns();
         if (left < 0 && deadline != INT64_MAX) left = 0;
         size_t which;
-        if (knit__wait(&fs[i], 1, left, &which, left < 0) != 0)
+        int rc = knit__wait(&fs[i], 1, left, &which, left < 0);
+        if (rc == KNIT_ENOMEM) return rc; /* message set */
+        if (rc != 0)
             return knit__fail(KNIT_ETIMEDOUT,
                               "knit_await_all: future %zu of %zu not done after "
                               "%lld ns",
@@ -451,7 +456,9 @@ int knit_await_any(knit_future *const *fs, size_t n, int64_t timeout_ns,
                               i);
     }
     size_t w = 0;
-    if (knit__wait(fs, n, timeout_ns, &w, false) != 0)
+    int rc = knit__wait(fs, n, timeout_ns, &w, false);
+    if (rc == KNIT_ENOMEM) return rc; /* the waiter records; message set */
+    if (rc != 0)
         return knit__fail(KNIT_ETIMEDOUT, "knit_await_any: none of %zu done after "
                           "%lld ns", n, (long long)timeout_ns);
     if (which != NULL) *which = w;

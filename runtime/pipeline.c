@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/alloc.h"
 #include "payload/payload.h"
 #include "runtime/error.h"
 #include "runtime/pool.h"
@@ -253,8 +254,8 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
     if (cap > KNIT__MAX_IN_FLIGHT)
         return knit__fail(KNIT_EINVAL, "pipeline: max_in_flight=%zu is over %u",
                           cap, KNIT__MAX_IN_FLIGHT);
-    struct knit_pipeline *pl = calloc(1, sizeof *pl);
-    struct knit__item *items = calloc(cap, sizeof *items);
+    struct knit_pipeline *pl = knit__calloc(1, sizeof *pl);
+    struct knit__item *items = knit__calloc(cap, sizeof *items);
     if (pl == NULL || items == NULL) {
         free(pl);
         free(items);
@@ -275,7 +276,7 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
     for (size_t k = 0; k < o->nstages; k++) {
         pthread_mutex_init(&pl->q[k].mu, NULL);
         if (o->stages[k].mode == KNIT_STAGE_SERIAL_IN_ORDER) {
-            pl->q[k].ring = calloc(cap, sizeof *pl->q[k].ring);
+            pl->q[k].ring = knit__calloc(cap, sizeof *pl->q[k].ring);
             if (pl->q[k].ring == NULL) {
                 knit_pipeline_destroy(pl);
                 return knit__fail(KNIT_ENOMEM, "pipeline: no memory");

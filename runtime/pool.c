@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "payload/arena.h"
+#include "runtime/alloc.h"
 #include "runtime/cpu.h"
 #include "runtime/error.h"
 
@@ -477,6 +478,13 @@ static void knit__bury(knit_pool *h) {
     pthread_mutex_unlock(&knit__grave_lock);
 }
 
+/* A handle that create never gave out: nobody can hold it, so it is freed
+ * rather than buried. */
+static void knit__handle_free(knit_pool *h) {
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
 static void knit__stop_workers(struct knit__pool *p, unsigned started) {
     atomic_store_explicit(&p->handle->state, KNIT__POOL_STOPPING,
                           memory_order_seq_cst);
@@ -496,10 +504,10 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
                           "KNIT_POOL_OPTIONS_INIT",
                           opts->size, sizeof(knit_pool_options));
     knit__thread_exit_hook_install();
-    struct knit__pool *p = aligned_alloc(KNIT__LINE,
+    struct knit__pool *p = knit__aligned_alloc(KNIT__LINE,
                                          (sizeof *p + KNIT__LINE - 1) &
                                              ~(size_t)(KNIT__LINE - 1));
-    knit_pool *h = aligned_alloc(KNIT__LINE, sizeof *h);
+    knit_pool *h = knit__aligned_alloc(KNIT__LINE, sizeof *h);
     if (h != NULL) memset(h, 0, sizeof *h);
     if (p == NULL || h == NULL) {
         free(p);
@@ -530,17 +538,18 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     atomic_init(&p->help_depth_max, 0);
     atomic_init(&p->nall, 0);
     p->capall = (uint32_t)(p->max_pending / KNIT_LANES + p->threads + 64);
-    p->all = calloc(p->capall, sizeof *p->all);
-    p->workers = aligned_alloc(KNIT__LINE, sizeof *p->workers * p->threads);
-    p->deques = aligned_alloc(KNIT__LINE,
+    p->all = knit__calloc(p->capall, sizeof *p->all);
+    p->workers = knit__aligned_alloc(KNIT__LINE, sizeof *p->workers * p->threads);
+    p->deques = knit__aligned_alloc(KNIT__LINE,
                               sizeof *p->deques * (p->threads + p->helpers));
     if (p->deques != NULL)
         for (unsigned i = 0; i < p->threads + p->helpers; i++)
             knit__deque_init(&p->deques[i]);
     if (p->all == NULL || p->workers == NULL || p->deques == NULL) {
+        unsigned threads = p->threads; /* p is freed below */
         knit__pool_free(p);
-        knit__bury(h);
-        return knit__fail(KNIT_ENOMEM, "cannot allocate %u workers", p->threads);
+        knit__handle_free(h);
+        return knit__fail(KNIT_ENOMEM, "cannot allocate %u workers", threads);
     }
     memset(p->workers, 0, sizeof *p->workers * p->threads);
     for (unsigned i = 0; i < p->threads; i++) {
@@ -552,23 +561,26 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
         w->rec = knit__producer_add(p, false);
         if (w->rec == NULL) {
             knit__pool_free(p);
-            knit__bury(h);
+            knit__handle_free(h);
             return knit__fail(KNIT_ENOMEM, "cannot allocate worker %u", i);
         }
         w->rec->worker = (int)i;
     }
     for (unsigned i = 0; i < p->threads; i++) {
-        int err = pthread_create(&p->workers[i].thread, NULL, knit__worker_main,
-                                 &p->workers[i]);
+        /* A thread is an allocation too (its stack): a point of failure
+         * in the fault-injection build (runtime/alloc.h). */
+        int err = knit__alloc_fails()
+                      ? ENOMEM
+                      : pthread_create(&p->workers[i].thread, NULL,
+                                       knit__worker_main, &p->workers[i]);
         if (err != 0) {
+            unsigned threads = p->threads; /* p is freed below */
             knit__stop_workers(p, i);
             knit__pool_free(p);
-            atomic_store_explicit(&h->state, KNIT__POOL_DEAD, memory_order_seq_cst);
-            h->p = NULL;
-            knit__bury(h);
+            knit__handle_free(h);
             return knit__fail(err == EAGAIN ? KNIT_EAGAIN : KNIT_ENOMEM,
                               "cannot start worker thread %u of %u: %s", i,
-                              p->threads, strerror(err));
+                              threads, strerror(err));
         }
         char name[16];
         snprintf(name, sizeof name, "knit-w%u", i % 1000u);

@@ -28,6 +28,7 @@
 
 #include <pthread.h>
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,7 +108,9 @@ struct knit_future {
     bool always_run;               /* see knit__submit_payload */
     knit_buf out;
     _Atomic uint32_t out_state;    /* KNIT__OUT_NONE / SET / TAKEN */
-    unsigned char inline_data[KNIT_INLINE_BYTES];
+    /* Aligned like malloc's memory: a task may read a struct it was
+     * given as inline bytes in place. */
+    alignas(max_align_t) unsigned char inline_data[KNIT_INLINE_BYTES];
 };
 
 struct knit__producer {
@@ -282,7 +285,9 @@ struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p);
 struct knit__producer *knit__producer_add(struct knit__pool *p, bool adopt);
 void knit__producer_free(struct knit__producer *rec);
 /* Publishes a future's task (fn/arg in the future) through rec's carpets.
- * The caller has already counted it in pending/live. Never blocks. */
+ * The caller has already counted it in pending/live. Never blocks: 0,
+ * KNIT_EAGAIN (every carpet full and no new one allowed: wait for lanes),
+ * KNIT_ENOMEM (a new carpet was needed and could not be allocated). */
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,
                   knit_future *f);
 void knit__thread_exit_hook_install(void);

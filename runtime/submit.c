@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/alloc.h"
 #include "payload/payload.h"
 #include "runtime/cpu.h"
 #include "runtime/error.h"
@@ -75,7 +76,7 @@ void knit__producer_free(struct knit__producer *rec) {
 }
 
 static struct knit__producer *knit__producer_new(struct knit__pool *p) {
-    struct knit__producer *rec = aligned_alloc(KNIT__LINE,
+    struct knit__producer *rec = knit__aligned_alloc(KNIT__LINE,
                                                (sizeof *rec + KNIT__LINE - 1) &
                                                    ~(size_t)(KNIT__LINE - 1));
     if (rec == NULL) return NULL;
@@ -132,22 +133,31 @@ struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p) {
     return rec;
 }
 
-/* A new carpet for rec, registered with the pool. NULL at capacity. */
-static knit_carpet *knit__carpet_take(struct knit__pool *p,
-                                      struct knit__producer *rec) {
+/* A new carpet for rec, registered with the pool, in *out: 0, KNIT_EAGAIN
+ * at capacity (lanes free up as workers claim: wait), KNIT_ENOMEM (with
+ * the message set; nothing changed). */
+static int knit__carpet_take(struct knit__pool *p, struct knit__producer *rec,
+                             knit_carpet **out) {
     knit_pool *h = p->handle;
     knit_carpet *c = NULL;
+    int rc = KNIT_EAGAIN;
     pthread_mutex_lock(&h->lock);
     uint32_t n = atomic_load_explicit(&p->nall, memory_order_relaxed);
     if (n < p->capall && rec->nmine < p->capall) {
         if (rec->nmine == rec->capmine) {
             unsigned cap = rec->capmine ? rec->capmine * 2 : 4;
-            knit_carpet **m = realloc(rec->mine, cap * sizeof *m);
-            if (m == NULL) goto out;
+            knit_carpet **m = knit__realloc(rec->mine, cap * sizeof *m);
+            if (m == NULL) {
+                rc = knit__fail(KNIT_ENOMEM, "cannot grow this thread's "
+                                             "list of carpets to %u",
+                                cap);
+                goto out;
+            }
             rec->mine = m;
             rec->capmine = cap;
         }
-        if (knit__carpet_create(p->ops, &p->params, p->trace, p->trace_ctx, &c) < 0) {
+        rc = knit__carpet_create(p->ops, &p->params, p->trace, p->trace_ctx, &c);
+        if (rc < 0) {
             c = NULL;
             goto out;
         }
@@ -159,7 +169,8 @@ static knit_carpet *knit__carpet_take(struct knit__pool *p,
     }
 out:
     pthread_mutex_unlock(&h->lock);
-    return c;
+    *out = c;
+    return c != NULL ? 0 : rc;
 }
 
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,
@@ -177,8 +188,9 @@ int knit__publish(struct knit__pool *p, struct knit__producer *rec,
             return 0;
         }
     }
-    knit_carpet *c = knit__carpet_take(p, rec);
-    if (c == NULL) return KNIT_EAGAIN;
+    knit_carpet *c;
+    int rc = knit__carpet_take(p, rec, &c);
+    if (rc < 0) return rc;
     rec->cur = rec->nmine - 1;
     int lane = knit__carpet_publish(c, &t, NULL, 0);
     if (lane < 0) return lane; /* a fresh carpet is never full */
@@ -258,7 +270,12 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
 static int knit__enqueue(knit_pool *h, struct knit__pool *p,
                          struct knit__producer *rec, knit_future *f) {
     for (;;) {
-        if (knit__publish(p, rec, f) == 0) break;
+        int rc = knit__publish(p, rec, f);
+        if (rc == 0) break;
+        if (rc == KNIT_ENOMEM) { /* a new carpet was needed: message set */
+            knit__pending_undo(p);
+            return rc;
+        }
         /* No carpet to be had: wait for lanes to free up. */
         uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
         if (st >= KNIT__POOL_STOPPING) {
@@ -395,14 +412,17 @@ void knit__continuation_schedule(knit_future *g) {
         return;
     }
     struct knit__producer *rec = knit__producer_get(h, p);
-    if (rec != NULL) knit__pending_acquire(h, p, rec, true);
-    if (rec == NULL || knit__enqueue(h, p, rec, g) < 0) {
+    int rc = KNIT_ENOMEM;
+    if (rec != NULL) {
+        knit__pending_acquire(h, p, rec, true);
+        rc = knit__enqueue(h, p, rec, g); /* ENOMEM or ESHUTDOWN, undone */
+    }
+    if (rc < 0) {
         uint32_t expect = KNIT__F_PENDING;
         if (atomic_compare_exchange_strong_explicit(
                 &g->state, &expect, KNIT__F_RUNNING, memory_order_acq_rel,
                 memory_order_acquire))
-            knit__future_settle(g, rec == NULL ? KNIT_ENOMEM : KNIT_ESHUTDOWN,
-                                NULL, 0, NULL);
+            knit__future_settle(g, rc, NULL, 0, NULL);
         knit__future_unref(g);
     }
 }
