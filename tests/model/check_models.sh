@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Checks the Promela models of knit's concurrency protocols with spin.
+#
+# For each check: spin -a (with -D flags), gcc pan.c, run pan, parse it.
+# A correct model must report "errors: 0" over a complete search (no depth
+# or memory truncation); a seeded-bug variant must report errors > 0.
+# Prints one line per check and exits non-zero if any check is wrong.
+#
+# Usage: tests/model/check_models.sh [-j JOBS] [-k]   (-k keeps the work dir)
+# Under Bazel (sh_test) it works in $TEST_TMPDIR and finds the models in
+# its runfiles; by hand it uses mktemp -d and the directory of the script.
+set -u
+
+jobs=2
+keep=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -j) jobs="$2"; shift 2 ;;
+        -k) keep=1; shift ;;
+        *) echo "usage: $0 [-j JOBS] [-k]" >&2; exit 2 ;;
+    esac
+done
+
+if ! command -v spin >/dev/null 2>&1; then
+    echo "check_models.sh: spin not found on PATH ($PATH)." >&2
+    echo "Install it (Debian: apt-get install spin) and run again." >&2
+    exit 1
+fi
+CC="${CC:-gcc}"
+if ! command -v "$CC" >/dev/null 2>&1; then
+    echo "check_models.sh: C compiler '$CC' not found (needed to build pan)." >&2
+    exit 1
+fi
+
+# Where the .pml files are: next to this script (by hand) or in the runfiles.
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+models=""
+for d in "$here" "${TEST_SRCDIR:-}/${TEST_WORKSPACE:-}/tests/model" \
+         "${RUNFILES_DIR:-}/${TEST_WORKSPACE:-}/tests/model"; do
+    if [ -f "$d/lane.pml" ]; then models="$d"; break; fi
+done
+if [ -z "$models" ]; then
+    echo "check_models.sh: cannot find lane.pml (looked in $here and runfiles)" >&2
+    exit 1
+fi
+
+if [ -n "${TEST_TMPDIR:-}" ]; then
+    work="$TEST_TMPDIR/models"
+    mkdir -p "$work"
+else
+    work="$(mktemp -d "${TMPDIR:-/tmp}/knit-models.XXXXXX")"
+    [ "$keep" = 1 ] || trap 'rm -rf "$work"' EXIT
+fi
+
+# model  consumers  variant  expect  mode   -D flags for spin
+# expect: pass (errors: 0, complete search) or fail (errors > 0).
+# mode:   safety (assertions, invalid end states) or np (non-progress
+#         cycles under weak fairness).
+checks=$(cat <<'LIST'
+lane      1 ok                  pass safety
+lane      2 ok                  pass safety
+lane      3 ok                  pass safety
+lane      1 BUG_PUBLISH_FIRST   fail safety -DBUG_PUBLISH_FIRST
+lane      3 BUG_PUBLISH_FIRST   fail safety -DBUG_PUBLISH_FIRST
+lane      1 BUG_RETIRE_FIRST    fail safety -DBUG_RETIRE_FIRST
+lane      3 BUG_RETIRE_FIRST    fail safety -DBUG_RETIRE_FIRST
+ticket    1 ok                  pass safety
+ticket    2 ok                  pass safety
+ticket    3 ok                  pass safety
+ticket    1 close               pass safety -DCLOSE
+ticket    2 close               pass safety -DCLOSE
+ticket    1 BUG_TAIL_FIRST      fail safety -DBUG_TAIL_FIRST
+ticket    3 BUG_TAIL_FIRST      fail safety -DBUG_TAIL_FIRST
+dekker    1 ok                  pass safety
+dekker    2 ok                  pass safety
+dekker    3 ok,npub=3           pass safety -DNPUB=3
+dekker    1 rl=2                pass safety -DRL=2
+dekker    2 rl=2                pass safety -DRL=2
+dekker    2 death               pass safety -DDEATH
+dekker    2 hint,progress       pass np     -DHINT
+dekker    2 BUG_NOFENCE         fail safety -DBUG_NOFENCE
+dekker    3 BUG_NOFENCE         fail safety -DBUG_NOFENCE
+dekker    2 BUG_STALE_LIVE      fail safety -DDEATH -DBUG_STALE_LIVE
+doorbell  1 ok                  pass safety
+doorbell  2 ok                  pass safety
+doorbell  3 ok,npub=2           pass safety -DNPUB=2
+doorbell  1 BUG_RECHECK_FIRST   fail safety -DBUG_RECHECK_FIRST
+doorbell  2 BUG_RECHECK_FIRST   fail safety -DBUG_RECHECK_FIRST
+doorbell  3 BUG_RECHECK_FIRST   fail safety -DBUG_RECHECK_FIRST
+LIST
+)
+
+# run_check INDEX MODEL CONSUMERS VARIANT EXPECT MODE FLAGS...
+# Writes one result line to $work/result.INDEX.
+run_check() {
+    local idx="$1" model="$2" ncons="$3" variant="$4" expect="$5" mode="$6"
+    shift 6
+    local dir="$work/$idx-$model-$ncons-${variant//,/_}"
+    mkdir -p "$dir"
+    cp "$models/$model.pml" "$dir/"
+    local ccflags="-O2 -w -DMEMLIM=4096" panflags="-m1000000"
+    if [ "$mode" = np ]; then
+        ccflags="$ccflags -DNP"
+        panflags="$panflags -l -f"
+    else
+        ccflags="$ccflags -DSAFETY"
+    fi
+    local start end verdict states errors note
+    start=$(date +%s.%N)
+    if ! (cd "$dir" && spin -a -DNCONS="$ncons" "$@" "$model.pml") \
+            >"$dir/spin.log" 2>&1; then
+        verdict=FAIL; states=-; errors=-; note="spin -a failed: $(tail -n 1 "$dir/spin.log")"
+    elif ! (cd "$dir" && $CC $ccflags -o pan pan.c) >"$dir/cc.log" 2>&1; then
+        verdict=FAIL; states=-; errors=-; note="pan does not compile: $(head -n 1 "$dir/cc.log")"
+    else
+        (cd "$dir" && ./pan $panflags) >"$dir/pan.log" 2>&1
+        errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' "$dir/pan.log" | tail -n 1)
+        states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$dir/pan.log" | tail -n 1)
+        [ -n "$errors" ] || errors=-
+        [ -n "$states" ] || states=-
+        local truncated=""
+        if grep -qiE "max search depth too small|search not completed|MEMLIM|out of memory|depth-limit" \
+                "$dir/pan.log"; then
+            truncated=$(grep -iE "max search depth too small|search not completed|MEMLIM|out of memory|depth-limit" \
+                "$dir/pan.log" | head -n 1)
+        fi
+        local first
+        first=$(grep -m 1 -E "^pan:[0-9]+: " "$dir/pan.log" | sed 's/^pan:[0-9]*: //; s/ (at depth [0-9]*)//')
+        if [ "$errors" = - ]; then
+            verdict=FAIL; note="no result from pan: $(tail -n 1 "$dir/pan.log")"
+        elif [ "$expect" = pass ]; then
+            if [ "$errors" = 0 ] && [ -z "$truncated" ]; then
+                verdict=PASS; note="complete search"
+            elif [ "$errors" != 0 ]; then
+                verdict=FAIL; note="unexpected: $first (trail in $dir)"
+            else
+                verdict=FAIL; note="incomplete search: $truncated"
+            fi
+        else
+            if [ "$errors" != 0 ]; then
+                verdict=PASS; note="seeded bug found: $first"
+            else
+                verdict=FAIL; note="seeded bug NOT found${truncated:+ ($truncated)}"
+            fi
+        fi
+    fi
+    end=$(date +%s.%N)
+    printf '%-9s consumers=%s %-18s %-6s states=%-10s errors=%-2s %-4s %5.1fs  %s\n' \
+        "$model" "$ncons" "$variant" "$mode" "$states" "$errors" "$verdict" \
+        "$(echo "$end - $start" | bc)" "$note" >"$work/result.$idx"
+}
+
+t0=$(date +%s)
+idx=0
+running=0
+while read -r model ncons variant expect mode flags; do
+    [ -n "$model" ] || continue
+    idx=$((idx + 1))
+    # shellcheck disable=SC2086  # flags are separate words on purpose
+    run_check "$(printf %02d $idx)" "$model" "$ncons" "$variant" "$expect" "$mode" $flags &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n
+        running=$((running - 1))
+    fi
+done <<<"$checks"
+wait
+t1=$(date +%s)
+
+status=0
+total=0
+failed=0
+for f in "$work"/result.*; do
+    cat "$f"
+    total=$((total + 1))
+    if ! grep -q " PASS " "$f"; then failed=$((failed + 1)); status=1; fi
+done
+[ "$total" -eq "$idx" ] || { echo "only $total of $idx checks reported"; status=1; }
+echo "spin models: $((total - failed)) of $idx checks as expected, $((t1 - t0))s (spin $(spin -V 2>/dev/null | sed -n 's/Spin Version \([^ ]*\).*/\1/p'), $jobs jobs)"
+[ "$keep" = 1 ] && echo "work dir: $work"
+exit $status
