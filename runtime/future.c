@@ -300,7 +300,10 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         return 0;
     }
     if (timeout_ns == 0) return KNIT_ETIMEDOUT;
-    int64_t start = knit__now_ns();
+    /* The clock is read only when needed: at once for a bounded wait, else
+     * when the wait first runs out of work to help with (a nested await
+     * whose child it runs itself never reads it). */
+    int64_t start = timeout_ns > 0 ? knit__now_ns() : 0;
     /* Saturating: a timeout past INT64_MAX is no limit, not an overflow. */
     int64_t deadline = timeout_ns < 0 || timeout_ns > INT64_MAX - start
                            ? INT64_MAX
@@ -338,9 +341,10 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
     }
     struct knit__producer *rec =
         consumer != UINT32_MAX ? knit__producer_get(h, p) : NULL;
-    int64_t spin_end = p->await_spin_ns > INT64_MAX - start
-                           ? INT64_MAX
-                           : start + p->await_spin_ns;
+    int64_t spin_end = INT64_MAX; /* set with start */
+    if (start != 0)
+        spin_end = p->await_spin_ns > INT64_MAX - start ? INT64_MAX
+                                                        : start + p->await_spin_ns;
     unsigned idle = 0;
     knit__doorbell *bell = w != NULL ? &w->bell : &tls->bell;
     for (;;) {
@@ -359,6 +363,12 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         }
         idle = 0;
         int64_t now = knit__now_ns();
+        if (start == 0) {
+            start = now;
+            spin_end = p->await_spin_ns > INT64_MAX - start
+                           ? INT64_MAX
+                           : start + p->await_spin_ns;
+        }
         if (now >= deadline) break;
         if (own_id && now >= spin_end) {
             /* Helped long enough: give the id back and just sleep. */
@@ -409,7 +419,9 @@ int knit_await(knit_future *f, int64_t timeout_ns, void **result) {
     int rc = knit__check_future(f, "knit_await");
     if (rc < 0) return rc;
     size_t which;
-    if (knit__wait(&f, 1, timeout_ns, &which, timeout_ns < 0) != 0)
+    rc = knit__wait(&f, 1, timeout_ns, &which, timeout_ns < 0);
+    if (rc == KNIT_ENOMEM) return rc;
+    if (rc != 0)
         return knit__fail(KNIT_ETIMEDOUT, "knit_await: not done after %lld ns",
                           (long long)timeout_ns);
     return knit__future_outcome(f, result);

@@ -529,6 +529,8 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     h->p = p;
     h->gen = atomic_fetch_add_explicit(&knit__next_gen, 1, memory_order_relaxed);
     atomic_init(&p->counts, 0);
+    atomic_init(&p->shared_pushed, 0);
+    atomic_init(&p->shared_child_settled, 0);
     atomic_init(&p->pending_high, 0);
     atomic_init(&p->space_seq, 0);
     atomic_init(&p->space_waiters, 0);
@@ -555,6 +557,8 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     for (unsigned i = 0; i < p->threads; i++) {
         struct knit__worker *w = &p->workers[i];
         atomic_init(&w->bell.word, KNIT__BELL_OFF);
+        atomic_init(&w->pushed, 0);
+        atomic_init(&w->child_settled, 0);
         w->id = i;
         w->pool = p;
         w->scan = i;
@@ -592,6 +596,31 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
 
 /* ---- destroy ---- */
 
+/* Whether every task submitted to p has settled, for destroy (which has
+ * already made outside submits fail). Subtasks pushed onto deques are
+ * counted per worker (see knit__pool.counts): the settles are read first,
+ * then `live`, then the pushes, each sum with acquire loads that pair with
+ * the release stores of the settles. A settle seen implies its push is
+ * seen (the push was counted before the deque released the task to its
+ * settler), so pushed == settled means no subtask pushed before the last
+ * read is unsettled; one pushed later needs a running parent, which the
+ * earlier reads would have seen as live. counts is read seq-cst: with the
+ * seq-cst store of the stopping state before it, it pairs with
+ * knit__pending_acquire's seq-cst RMW and state re-check. */
+static bool knit__pool_quiescent(struct knit__pool *p) {
+    uint64_t settled =
+        atomic_load_explicit(&p->shared_child_settled, memory_order_acquire);
+    for (unsigned i = 0; i < p->threads; i++)
+        settled += atomic_load_explicit(&p->workers[i].child_settled,
+                                        memory_order_acquire);
+    if (KNIT__LIVE(atomic_load_explicit(&p->counts, memory_order_seq_cst)) > 0)
+        return false;
+    uint64_t pushed = atomic_load_explicit(&p->shared_pushed, memory_order_acquire);
+    for (unsigned i = 0; i < p->threads; i++)
+        pushed += atomic_load_explicit(&p->workers[i].pushed, memory_order_acquire);
+    return pushed == settled;
+}
+
 int knit_pool_destroy(knit_pool *h, int how) {
     if (h == NULL) return knit__fail(KNIT_EINVAL, "pool is NULL");
     if (how != KNIT_DRAIN && how != KNIT_CANCEL)
@@ -627,7 +656,7 @@ int knit_pool_destroy(knit_pool *h, int how) {
     /* Wait for every submitted task to settle (run or cancelled). Wake
      * everyone each round: in CANCEL mode parked workers must come and
      * cancel what is left. */
-    while (KNIT__LIVE(atomic_load_explicit(&p->counts, memory_order_acquire)) > 0) {
+    while (!knit__pool_quiescent(p)) {
         for (unsigned i = 0; i < p->threads; i++)
             if (knit__pool_any_pending(p)) knit__pool_wake_one(p);
         struct timespec ts = {0, 200000};

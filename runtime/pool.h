@@ -108,6 +108,10 @@ struct knit_future {
     bool always_run;               /* see knit__submit_payload */
     knit_buf out;
     _Atomic uint32_t out_state;    /* KNIT__OUT_NONE / SET / TAKEN */
+    /* Pushed onto a consumer's deque from inside a task and counted in
+     * the pusher's `pushed` rather than in `live` (see knit__pool.counts);
+     * its settle is counted in the settler's `child_settled`. */
+    bool counted_local;
     /* Aligned like malloc's memory: a task may read a struct it was
      * given as inline bytes in place. */
     alignas(max_align_t) unsigned char inline_data[KNIT_INLINE_BYTES];
@@ -130,6 +134,9 @@ struct knit__worker {
     alignas(KNIT__LINE) knit__doorbell bell; /* its one sleeping place */
     alignas(KNIT__LINE) _Atomic uint64_t tasks_run, claims, lanes, lost,
         parks, wakes, cancelled, skipped, failed; /* owner-written */
+    /* Subtasks this worker pushed onto its deque, and subtasks it settled
+     * (from any deque): owner-written, monotonic; see knit__pool.counts. */
+    alignas(KNIT__LINE) _Atomic uint64_t pushed, child_settled;
     pthread_t thread;
     unsigned id;
     unsigned scan; /* where the next scan of all carpets starts */
@@ -164,8 +171,18 @@ struct knit__pool {
      * low 32 bits: pending, submitted and not started (<= max_pending);
      * high 32 bits: live, submitted and not settled (DRAIN waits for 0).
      * Workers subtract started tasks per claim and settled tasks in
-     * batches (knit__worker.unsettled). */
+     * batches (knit__worker.unsettled).
+     *
+     * Subtasks a worker pushes onto its own deque from inside a task are
+     * not counted here (a shared RMW per push would bounce this line
+     * between the workers on every fork): the worker counts them in its
+     * own `pushed` and whoever settles one counts it in its own
+     * `child_settled` (a thread that is not a worker uses the shared_
+     * pair below, with RMWs). destroy decides the pool is idle with
+     * knit__pool_quiescent, which reads every `child_settled`, then
+     * `counts`, then every `pushed`. */
     alignas(KNIT__LINE) _Atomic uint64_t counts;
+    alignas(KNIT__LINE) _Atomic uint64_t shared_pushed, shared_child_settled;
     alignas(KNIT__LINE) _Atomic uint64_t pending_high;
     /* Submitters blocked at the bound sleep on space_seq. */
     alignas(KNIT__LINE) _Atomic uint32_t space_seq;

@@ -243,10 +243,23 @@ static void knit__pending_high(struct knit__pool *p, int64_t now) {
 static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
                                  struct knit__producer *rec, bool bypass) {
     for (;;) {
+        /* seq-cst RMW, then the seq-cst load of state below: pairs with
+         * destroy's seq-cst store of state followed by its seq-cst load of
+         * counts (knit__pool_quiescent). Either destroy sees this task as
+         * live and waits for it, or we see the pool stopping and undo. */
         uint64_t c = atomic_fetch_add_explicit(&p->counts, 1 + KNIT__LIVE_ONE,
-                                               memory_order_relaxed);
+                                               memory_order_seq_cst);
         int64_t n = KNIT__PENDING(c);
         if (bypass || n < (int64_t)p->max_pending) {
+            if (!bypass) {
+                struct knit__tls *tls = knit__tls_get();
+                bool own = tls->worker != NULL && tls->worker->pool == p;
+                uint32_t st = atomic_load_explicit(&h->state, memory_order_seq_cst);
+                if (st != KNIT__POOL_LIVE && !own) {
+                    knit__pending_undo(p);
+                    return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
+                }
+            }
             knit__pending_high(p, n + 1);
             return 0;
         }
@@ -295,10 +308,26 @@ static int knit__enqueue(knit_pool *h, struct knit__pool *p,
  * (the caller falls back to its carpets). */
 static bool knit__push_local(struct knit__pool *p, struct knit__tls *tls,
                              knit_future *f) {
-    atomic_fetch_add_explicit(&p->counts, KNIT__LIVE_ONE, memory_order_relaxed);
+    /* Counted before the push makes f stealable: the deque's release of
+     * f orders this count before any settle of f, which destroy relies on
+     * (knit__pool_quiescent). An undo only ever over-counts for a moment. */
+    struct knit__worker *w =
+        tls->worker != NULL && tls->worker->pool == p ? tls->worker : NULL;
+    if (w != NULL)
+        knit__stat_add(&w->pushed, 1); /* owner-written */
+    else /* a helper thread: RMW on the shared count (relaxed: as above) */
+        atomic_fetch_add_explicit(&p->shared_pushed, 1, memory_order_relaxed);
+    f->counted_local = true;
     if (knit__deque_push_batch(&p->deques[tls->consumer], &f, 1) == 0) {
-        atomic_fetch_sub_explicit(&p->counts, KNIT__LIVE_ONE,
-                                  memory_order_relaxed);
+        f->counted_local = false;
+        if (w != NULL)
+            atomic_store_explicit(
+                &w->pushed,
+                atomic_load_explicit(&w->pushed, memory_order_relaxed) - 1,
+                memory_order_relaxed);
+        else
+            atomic_fetch_sub_explicit(&p->shared_pushed, 1,
+                                      memory_order_relaxed);
         return false;
     }
     /* B1 was the push's seq-cst bottom store; get a sleeper to steal. */
@@ -312,6 +341,7 @@ static void knit__future_setup(knit_future *f, knit_fn fn, void *arg,
                                bool user) {
     f->fn = fn;
     f->arg = arg;
+    f->counted_local = false;
     atomic_store_explicit(&f->refs, user ? 2 : 1, memory_order_relaxed);
     atomic_store_explicit(&f->user, user ? 1 : 0, memory_order_relaxed);
     if (pl == NULL) return;

@@ -7,19 +7,37 @@
 #include "runtime/error.h"
 #include "runtime/pool.h"
 
-/* One settled lane: batched on a worker, at once elsewhere. */
-static void knit__settled(struct knit__pool *p, struct knit__worker *w) {
-    if (w != NULL)
+/* One settled lane or deque entry. A subtask counted in its pusher's
+ * `pushed` is counted in the settler's `child_settled` (release: pairs with
+ * the acquire loads in knit__pool_quiescent, so destroy that sees this
+ * settle also sees its push); anything else comes off `live`, batched on a
+ * worker, at once elsewhere. */
+static void knit__settled(struct knit__pool *p, struct knit__worker *w,
+                          bool local) {
+    if (local) {
+        if (w != NULL)
+            atomic_store_explicit(
+                &w->child_settled,
+                atomic_load_explicit(&w->child_settled, memory_order_relaxed) + 1,
+                memory_order_release); /* owner-written */
+        else
+            atomic_fetch_add_explicit(&p->shared_child_settled, 1,
+                                      memory_order_release);
+    } else if (w != NULL) {
         w->unsettled++;
-    else
+    } else {
         /* release: pairs with destroy's acquire load of counts. */
         atomic_fetch_sub_explicit(&p->counts, KNIT__LIVE_ONE,
                                   memory_order_release);
+    }
 }
 
 void knit__task_run(struct knit__pool *p, knit_future *f,
                     struct knit__worker *w, struct knit__producer *rec) {
     uint32_t expect = KNIT__F_PENDING;
+    /* Read now: f may be freed by the unref before knit__settled. Written
+     * before the push that handed us f. */
+    bool local = f->counted_local;
     /* The right to run: a cancel that won this CAS first already settled
      * the future, and we only drop the lane's reference. */
     if (!atomic_compare_exchange_strong_explicit(&f->state, &expect,
@@ -28,7 +46,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
                                                  memory_order_acquire)) {
         knit__stat_add(w ? &w->skipped : &rec->skipped, 1);
         knit__future_unref(f);
-        knit__settled(p, w);
+        knit__settled(p, w, local);
         return;
     }
     if (!f->always_run &&
@@ -37,7 +55,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
         knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
         knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
         knit__future_unref(f);
-        knit__settled(p, w);
+        knit__settled(p, w, local);
         return;
     }
     struct knit__tls *tls = knit__tls_get();
@@ -60,7 +78,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
                         task.message);
     knit__future_unref(f);
-    knit__settled(p, w);
+    knit__settled(p, w, local);
 }
 
 int knit_task_fail(knit_task *task, int code, const char *fmt, ...) {
