@@ -18,11 +18,16 @@
  *      claim). The liveness mask is re-read while waiting, so a dead junior
  *      never stalls a senior forever.
  *   5. take = pending lanes of the region (the last control loads).
- *   6. Visit them oldest first (the producer fills lanes from high to low,
- *      so the oldest is the highest pending lane whose upper neighbour,
- *      rotating within the region, is not pending), retire every visited
- *      lane with one xor, and only then clear intent (release): a peer that
- *      sees our intent clear (acquire) also sees the retire.
+ *   6. Visit them roughly oldest first (the producer fills lanes from high
+ *      to low, so the walk starts at the highest pending lane whose upper
+ *      neighbour, rotating within the region, is not pending), retire
+ *      every visited lane with one xor, and only then clear intent
+ *      (release): a peer that sees our intent clear (acquire) also sees the
+ *      retire. Only roughly: the bits cannot tell a refilled upper lane
+ *      from an old one. tests/model/dekker.pml (-DCHECK_OLDEST) shows a
+ *      run where lane 1 is refilled while lane 0 is still pending and the
+ *      newer task runs first. Nothing relies on the order within a region
+ *      (single.c is the discipline that claims strictly in order).
  * A visit failure stops the walk; the visited lanes are retired, the rest
  * stay pending and the region is released.
  */
@@ -104,7 +109,8 @@ static bool knit__dekker_junior_wants(struct knit__dekker *d, unsigned me,
     return false;
 }
 
-/* The first lane to run in `region`: the oldest pending one. */
+/* The first lane to run in `region`: the oldest pending one, as far as
+ * the bits can tell (see step 6 at the top). */
 static unsigned knit__dekker_oldest(const struct knit__dekker *d,
                                     unsigned region, uint32_t take) {
     unsigned low = region * d->region_lanes;
@@ -129,7 +135,13 @@ static int knit__dekker_claim(knit_carpet *c, void *state, unsigned me,
         peer_intent |= w;
         if (i < me) senior_intent |= w;
     }
-    /* A hint only: the handshake below is the mutual exclusion. */
+    /* The handshake below is the mutual exclusion; this choice is what
+     * keeps the handshake live. Skipping regions that peers want (then
+     * those seniors want) means a junior does not keep announcing intent
+     * for a senior's region: tests/model/dekker.pml finds a non-progress
+     * cycle (junior announces, withdraws, announces... while the senior
+     * always finds its intent set) when any pending region may be chosen,
+     * and none with this choice. */
     unsigned home = knit__dekker_home(d, me), region = d->regions;
     for (int pass = 0; pass < 2 && region == d->regions; pass++) {
         uint32_t avoid = pass == 0 ? peer_intent : senior_intent;
