@@ -33,6 +33,7 @@
 #define _GNU_SOURCE
 #include "runtime/pool.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -374,9 +375,14 @@ static void *knit__worker_main(void *arg) {
 
 static bool knit__pow2(unsigned v) { return v && !(v & (v - 1)); }
 
+static_assert(KNIT_MAX_THREADS <= KNIT_SCHED_MAX_CONSUMERS,
+              "every worker is a consumer of every carpet");
+
 static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     p->threads = o->threads ? o->threads : (unsigned)(cpus > 0 ? cpus : 1);
+    if (o->threads == 0 && p->threads > KNIT_MAX_THREADS)
+        p->threads = KNIT_MAX_THREADS; /* the default fits any machine */
     if (p->threads > KNIT_MAX_THREADS)
         return knit__fail(KNIT_EINVAL, "threads=%u is over the limit of %u",
                           o->threads, KNIT_MAX_THREADS);

@@ -369,8 +369,8 @@ std::vector<Case> table() {
                      return create_with([](knit_pool_options &o) { o.threads = UINT32_MAX; });
                  },
                  KNIT_EINVAL, {"threads=4294967295", str(KNIT_MAX_THREADS)}});
-    // KNIT_MAX_THREADS is 256, but a carpet serves at most 64 consumers:
-    // 65..256 are refused as well (before any thread starts).
+    // KNIT_MAX_THREADS is what a carpet serves (64 consumers): one more
+    // is refused before any thread starts.
     t.push_back({"create_threads_over_consumers",
                  [](Env &) {
                      return create_with([](knit_pool_options &o) {

@@ -51,12 +51,14 @@ enum knit_destroy_how {
     KNIT_CANCEL = 1, /* settle every unstarted task as KNIT_ECANCELED */
 };
 
-/* Most worker threads a pool accepts. */
-#define KNIT_MAX_THREADS 256u
+/* Most worker threads a pool accepts: a carpet serves at most
+ * KNIT_SCHED_MAX_CONSUMERS (64) consumers. threads = 0 takes one per
+ * online CPU, at most this many. */
+#define KNIT_MAX_THREADS 64u
 
 typedef struct knit_pool_options {
     size_t size;           /* sizeof(knit_pool_options), set by the INIT macro */
-    unsigned threads;      /* workers; 0: one per online CPU */
+    unsigned threads;      /* workers; 0: one per online CPU (<= 64) */
     const char *sched;     /* discipline; NULL: $KNIT_SCHED, else "ticket" */
     unsigned region_lanes; /* 0: default (8; dekker: as many as fit) */
     size_t max_pending;    /* tasks submitted and not yet started; 0: 65536 */
@@ -318,7 +320,7 @@ typedef struct knit_pool_stats_t {
     uint64_t arena_allocs;    /* allocations */
     uint64_t arena_failures;  /* allocations refused (full or too big) */
     knit_worker_stats total;  /* sum over workers */
-    knit_worker_stats worker[KNIT_MAX_THREADS > 64 ? 64 : KNIT_MAX_THREADS];
+    knit_worker_stats worker[KNIT_MAX_THREADS];
 } knit_pool_stats_t;
 
 /* Snapshot of the counters (each read atomically; the set is not one
