@@ -13,7 +13,6 @@
  * and a gnuplot chart (bench-chart.png) into --out.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -644,67 +643,15 @@ static int check_gzip(const char *out, int full, char *why, size_t cap) {
     return 0;
 }
 
-static int pgzip_checked;
-static char pgzip_stale[PATH_MAX + 160];
-
-static void newest_in(const char *dir, const char *suffix, time_t *newest, char *name, size_t cap) {
-    DIR *d = opendir(dir);
-    if (d == NULL) return;
-    struct dirent *e;
-    size_t sl = strlen(suffix);
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n < sl || strcmp(e->d_name + n - sl, suffix) != 0) continue;
-        char p[PATH_MAX + 256];
-        struct stat st;
-        sfmt(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (stat(p, &st) == 0 && st.st_mtime > *newest) {
-            *newest = st.st_mtime;
-            sfmt(name, cap, "%s", p);
-        }
-    }
-    closedir(d);
-}
-
-/* pgzip is not a data dependency (see bench/BUILD), so nothing rebuilt it
- * for this run: warn when a source it is built from is newer. */
-static void check_pgzip_fresh(const char *pgzip) {
-    const char *ws = getenv("BUILD_WORKSPACE_DIRECTORY");
-    struct stat bin;
-    if (ws == NULL || *ws == '\0' || stat(pgzip, &bin) != 0) return;
-    static const char *const dirs[][2] = {
-        {"examples", "pgzip.c"}, {"runtime", ".c"}, {"runtime", ".h"}, {"sched", ".c"},
-        {"sched", ".h"},         {"payload", ".c"}, {"payload", ".h"}, {"include/knit", ".h"},
-    };
-    time_t newest = 0;
-    char name[PATH_MAX + 256] = "";
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        char d[PATH_MAX + 32];
-        sfmt(d, sizeof d, "%s/%s", ws, dirs[i][0]);
-        newest_in(d, dirs[i][1], &newest, name, sizeof name);
-    }
-    if (newest > bin.st_mtime) {
-        sfmt(pgzip_stale, sizeof pgzip_stale,
-                 "WARNING: %s is older than %s: the pgzip row measures an old build "
-                 "(./bazelw build //examples:pgzip)",
-                 pgzip, name);
-        printf("\n%s\n", pgzip_stale);
-    }
-}
-
 static void run_pgzip(const char *runtime, const char *variant, int index, int total) {
     printf("[%2d/%d] %-13s %-7s %-7s ", index, total, "pgzip", runtime, variant);
     fflush(stdout);
     series *s = get_series("pgzip", runtime, variant);
     char pgzip[PATH_MAX + 64];
     if (find_tool("examples", "pgzip", pgzip, sizeof pgzip) != 0) {
-        printf("FAILED: pgzip not found: run ./bazelw build //examples:pgzip first\n");
-        fail_series(s, "no pgzip binary: ./bazelw build //examples:pgzip first");
+        printf("FAILED: pgzip not found in the runfiles (a data dependency)\n");
+        fail_series(s, "no pgzip binary in the runfiles");
         return;
-    }
-    if (!pgzip_checked) {
-        pgzip_checked = 1;
-        check_pgzip_fresh(pgzip);
     }
     if (make_corpus(pgzip) < 0) {
         printf("FAILED: %s\n", corpus_err);
@@ -1191,7 +1138,6 @@ int main(int argc, char **argv) {
         date, cpu, ncpu, opt.threads, opt.threads == 1 ? "" : "s", opt.reps,
         opt.quick ? "quick" : "full", elapsed, load0, load1);
     print_table();
-    if (pgzip_stale[0]) out("\n%s\n", pgzip_stale);
     print_targets();
     if (table_file) fclose(table_file);
     table_file = NULL;
