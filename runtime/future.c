@@ -8,7 +8,8 @@
  * 0, no list can have an entry (a registrant that comes later sees DONE,
  * by the order of the two seq-cst pairs) and the settler is done without
  * the lock, which is the common case; else it takes the lists under the
- * lock, rings every record's doorbell and marks it released. So a waiter either sees DONE or is in
+ * lock, rings every record's doorbell and marks it released (a worker's
+ * record is released first: its bell outlives it). So a waiter either sees DONE or is in
  * the list the settler rings; and a waiter that stops waiting unlinks its
  * record itself, or (if the settler took it) waits for `released` before
  * its stack frame goes away.
@@ -190,10 +191,24 @@ void knit__future_settle(knit_future *f, int code, void *result, int task_code,
     f->conts = NULL;
     knit__funlock(f);
     while (w != NULL) {
+        /* Everything we need from the record first: once `released` is
+         * set the waiter may drop it. */
         struct knit__waiter *next = w->next;
-        knit__doorbell_ring(w->bell);
-        /* release: after this the waiter may drop the record. */
-        atomic_store_explicit(&w->released, 1, memory_order_release);
+        knit__doorbell *bell = w->bell;
+        if (w->bell_in_pool) {
+            /* A worker's bell lives as long as the pool, which outlives
+             * this settle: let the waiter go before the ring, whose futex
+             * call it would otherwise spin through (release: pairs with
+             * its acquire load of `released`). A late ring only makes the
+             * worker look for work once more. */
+            atomic_store_explicit(&w->released, 1, memory_order_release);
+            knit__doorbell_ring(bell);
+        } else {
+            /* An outside thread's bell is thread-local: ring while the
+             * record (and so the thread) is held. */
+            knit__doorbell_ring(bell);
+            atomic_store_explicit(&w->released, 1, memory_order_release);
+        }
         w = next;
     }
     /* The list is newest first; run continuations in registration order. */
@@ -250,10 +265,11 @@ static bool knit__set_done(void *ctx) {
 }
 
 static void knit__waiters_link(struct knit__set *s, struct knit__waiter *w,
-                               knit__doorbell *bell) {
+                               knit__doorbell *bell, bool bell_in_pool) {
     for (size_t i = 0; i < s->n; i++) {
         knit_future *f = s->fs[i];
         w[i].bell = bell;
+        w[i].bell_in_pool = bell_in_pool;
         atomic_init(&w[i].released, 0);
         knit__flock(f);
         atomic_store_explicit(&f->watched, 1, memory_order_seq_cst);
@@ -286,6 +302,16 @@ static void knit__waiters_unlink(struct knit__set *s, struct knit__waiter *w) {
                 knit__cpu_relax();
         w[i].linked = false;
     }
+}
+
+/* An outside waiter has helped long enough: gives its helper id back; from
+ * now on it only sleeps. */
+static void knit__helper_stop(struct knit__pool *p, struct knit__tls *tls,
+                              bool *own_id, unsigned *consumer) {
+    knit__pool_helper_release(p, *consumer);
+    tls->cpool = NULL;
+    *own_id = false;
+    *consumer = UINT32_MAX;
 }
 
 /* Waits until one of fs[0..n) is DONE: 0 and *which, or KNIT_ETIMEDOUT.
@@ -339,13 +365,15 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
             tls->consumer = consumer;
         }
     }
+    /* An outside helper's time to help starts now (below). */
+    if (own_id && start == 0) start = knit__now_ns();
     struct knit__producer *rec =
         consumer != UINT32_MAX ? knit__producer_get(h, p) : NULL;
     int64_t spin_end = INT64_MAX; /* set with start */
     if (start != 0)
         spin_end = p->await_spin_ns > INT64_MAX - start ? INT64_MAX
                                                         : start + p->await_spin_ns;
-    unsigned idle = 0;
+    unsigned idle = 0, helped = 0;
     knit__doorbell *bell = w != NULL ? &w->bell : &tls->bell;
     for (;;) {
         if (knit__set_done(&set)) {
@@ -355,6 +383,12 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         if (consumer != UINT32_MAX && rec != NULL && tls->depth < KNIT__MAX_DEPTH &&
             knit__pool_run_some(p, consumer, w, rec)) {
             idle = 0;
+            /* An outside thread helps for await_spin_ns, also while there
+             * is always work: past that, with as many workers as cores, it
+             * only takes the CPU from them (a preempted worker holds up
+             * everyone who waits for its tasks). */
+            if (own_id && (++helped & 15) == 0 && knit__now_ns() >= spin_end)
+                knit__helper_stop(p, tls, &own_id, &consumer);
             continue;
         }
         if (++idle < p->spin) {
@@ -370,20 +404,14 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
                            : start + p->await_spin_ns;
         }
         if (now >= deadline) break;
-        if (own_id && now >= spin_end) {
-            /* Helped long enough: give the id back and just sleep. */
-            knit__pool_helper_release(p, consumer);
-            tls->cpool = NULL;
-            own_id = false;
-            consumer = UINT32_MAX;
-        }
+        if (own_id && now >= spin_end) knit__helper_stop(p, tls, &own_id, &consumer);
         if (entered && consumer == UINT32_MAX) {
             knit__pool_exit(h);
             entered = false;
         }
         int64_t left = deadline == INT64_MAX ? -1 : deadline - now;
         knit__doorbell_arm(bell);
-        knit__waiters_link(&set, recs, bell);
+        knit__waiters_link(&set, recs, bell, w != NULL);
         if (w != NULL) {
             /* A settle rings our doorbell, and so does a submit. */
             knit__pool_park(p, w, left, knit__set_done, &set);

@@ -73,6 +73,7 @@ struct knit__pool;
 struct knit__waiter {
     knit__doorbell *bell;       /* rung when the future settles */
     bool linked;                /* the waiter put it in the list */
+    bool bell_in_pool;          /* a worker's bell: outlives the record */
     struct knit__waiter *next;  /* in the future's list (future lock) */
     _Atomic uint32_t released;  /* the settler is done with this record */
 };
