@@ -100,6 +100,7 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     memset(&f->in, 0, sizeof f->in);
     f->in_kind = KNIT__PAY_NONE;
     f->always_run = false;
+    f->counted_local = false; /* only knit__push_local sets it */
     memset(&f->out, 0, sizeof f->out);
     atomic_init(&f->out_state, KNIT__OUT_NONE);
     return f;

@@ -341,7 +341,6 @@ static void knit__future_setup(knit_future *f, knit_fn fn, void *arg,
                                bool user) {
     f->fn = fn;
     f->arg = arg;
-    f->counted_local = false;
     atomic_store_explicit(&f->refs, user ? 2 : 1, memory_order_relaxed);
     atomic_store_explicit(&f->user, user ? 1 : 0, memory_order_relaxed);
     if (pl == NULL) return;

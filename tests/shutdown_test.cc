@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -210,6 +211,61 @@ TEST_P(Shutdown, WhileProducersAreSubmitting) {
         EXPECT_EQ(accepted.load(), ran.load()) << "every accepted task ran";
     } else {
         EXPECT_LE(ran.load(), accepted.load());
+    }
+}
+
+// Continuations whose futures come from a worker's cache, where they last
+// served as subtasks pushed onto its deque: destroy must still see every
+// task settled (a stale subtask mark once kept `live` from reaching 0).
+void *ret_one(knit_task *, void *) { return reinterpret_cast<void *>(1); }
+
+void *then_after_children(knit_task *task, void *arg) {
+    auto *done = static_cast<std::atomic<int> *>(arg);
+    knit_pool *pool = knit_task_pool(task);
+    for (int round = 0; round < 8; round++) {
+        knit_future *kids[16];
+        for (auto &k : kids)
+            if (knit_submit(pool, ret_one, nullptr, &k) != 0) return nullptr;
+        for (auto k : kids) {
+            knit_await(k, -1, nullptr);
+            knit_future_release(k);
+        }
+        // The kids' futures are back in this worker's cache: the
+        // continuation's future is one of them.
+        knit_future *c = nullptr, *t = nullptr;
+        if (knit_submit(pool, ret_one, nullptr, &c) != 0) return nullptr;
+        knit_await(c, -1, nullptr);
+        if (knit_future_then(c, ret_one, nullptr, &t) == 0) {
+            knit_await(t, -1, nullptr);
+            knit_future_release(t);
+            done->fetch_add(1, std::memory_order_relaxed);
+        }
+        knit_future_release(c);
+    }
+    return nullptr;
+}
+
+TEST_P(Shutdown, AfterContinuationsOnReusedSubtaskFutures) {
+    knit_pool *pool = make(2);
+    ASSERT_NE(nullptr, pool);
+    std::atomic<int> done{0};
+    for (int i = 0; i < 4; i++)
+        ASSERT_EQ(0, knit_submit(pool, then_after_children, &done, nullptr));
+    std::atomic<bool> returned{false};
+    std::thread d([&] {
+        EXPECT_EQ(0, knit_pool_destroy(pool, how())) << knit_last_error();
+        returned.store(true, std::memory_order_release);
+    });
+    auto end = Clock::now() + std::chrono::seconds(60);
+    while (!returned.load(std::memory_order_acquire) && Clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!returned.load(std::memory_order_acquire)) {
+        ADD_FAILURE() << "knit_pool_destroy did not return within 60 s";
+        std::abort(); // the destroying thread cannot be taken back
+    }
+    d.join();
+    if (how() == KNIT_DRAIN) {
+        EXPECT_EQ(32, done.load());
     }
 }
 
