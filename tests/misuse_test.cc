@@ -51,6 +51,7 @@
 namespace {
 
 using namespace std::chrono_literals;
+using knit_test::ScopedSchedEnv;
 
 // ---- tasks and helpers -------------------------------------------------
 
@@ -150,31 +151,6 @@ int create_with(const std::function<void(knit_pool_options &)> &edit) {
     return rc;
 }
 
-// Sets (or unsets, for nullptr) KNIT_SCHED for one scope.
-class ScopedSchedEnv {
-  public:
-    explicit ScopedSchedEnv(const char *value) {
-        const char *old = std::getenv("KNIT_SCHED");
-        had_ = old != nullptr;
-        if (had_) old_ = old;
-        if (value != nullptr)
-            setenv("KNIT_SCHED", value, 1);
-        else
-            unsetenv("KNIT_SCHED");
-    }
-    ~ScopedSchedEnv() {
-        if (had_)
-            setenv("KNIT_SCHED", old_.c_str(), 1);
-        else
-            unsetenv("KNIT_SCHED");
-    }
-    ScopedSchedEnv(const ScopedSchedEnv &) = delete;
-    ScopedSchedEnv &operator=(const ScopedSchedEnv &) = delete;
-
-  private:
-    bool had_ = false;
-    std::string old_;
-};
 
 // knit_pool_create with opts.sched = NULL and KNIT_SCHED = value.
 int create_with_env(const char *value) {

@@ -7,36 +7,12 @@
 
 namespace {
 
+using knit_test::ScopedSchedEnv;
+
 bool contains(const std::string &s, const std::string &part) {
     return s.find(part) != std::string::npos;
 }
 
-// Sets (or unsets, for nullptr) KNIT_SCHED for one scope and restores the
-// previous value on exit, so no test leaks its environment into another.
-class ScopedSchedEnv {
-  public:
-    explicit ScopedSchedEnv(const char *value) {
-        const char *old = std::getenv("KNIT_SCHED");
-        had_ = old != nullptr;
-        if (had_) old_ = old;
-        if (value != nullptr)
-            setenv("KNIT_SCHED", value, 1);
-        else
-            unsetenv("KNIT_SCHED");
-    }
-    ~ScopedSchedEnv() {
-        if (had_)
-            setenv("KNIT_SCHED", old_.c_str(), 1);
-        else
-            unsetenv("KNIT_SCHED");
-    }
-    ScopedSchedEnv(const ScopedSchedEnv &) = delete;
-    ScopedSchedEnv &operator=(const ScopedSchedEnv &) = delete;
-
-  private:
-    bool had_ = false;
-    std::string old_;
-};
 
 int noop_claim(knit_carpet *, void *, unsigned, knit_lane_visit_fn, void *) {
     return 0;

@@ -5,8 +5,10 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "knit/sched.h"
@@ -107,5 +109,32 @@ inline uint32_t lane_mask(unsigned low, unsigned n) {
     uint32_t bits = n >= 32 ? 0xffffffffu : ((1u << n) - 1u);
     return bits << low;
 }
+
+// Sets (or unsets, for nullptr) KNIT_SCHED for one scope and restores the
+// previous value on exit, so no test leaks its environment into another.
+class ScopedSchedEnv {
+  public:
+    explicit ScopedSchedEnv(const char *value) {
+        const char *old = std::getenv("KNIT_SCHED");
+        had_ = old != nullptr;
+        if (had_) old_ = old;
+        if (value != nullptr)
+            setenv("KNIT_SCHED", value, 1);
+        else
+            unsetenv("KNIT_SCHED");
+    }
+    ~ScopedSchedEnv() {
+        if (had_)
+            setenv("KNIT_SCHED", old_.c_str(), 1);
+        else
+            unsetenv("KNIT_SCHED");
+    }
+    ScopedSchedEnv(const ScopedSchedEnv &) = delete;
+    ScopedSchedEnv &operator=(const ScopedSchedEnv &) = delete;
+
+  private:
+    bool had_ = false;
+    std::string old_;
+};
 
 } // namespace knit_test
