@@ -118,7 +118,9 @@ int knit_future_cancel(knit_future *f);
 
 /* Runs fn(task, arg) once f settles (whatever the outcome); inside, the
  * task reads f's outcome with knit_task_antecedent(). *out is the
- * continuation's own future (the caller releases it). */
+ * continuation's own future (the caller releases it). A continuation is
+ * scheduled by the settle and is never held back by max_pending, so
+ * stats.pending_high may pass max_pending by the continuations in flight. */
 int knit_future_then(knit_future *f, knit_fn fn, void *arg, knit_future **out);
 
 /* Gives up the caller's handle. The task still runs (detached) unless it
