@@ -468,8 +468,7 @@ int knit__arena_create(size_t cap_bytes, knit__arena **out) {
         page = (size_t)sysconf(_SC_PAGESIZE);
     size_t cap = cap_bytes & ~(page - 1);
 
-    knit__arena *a = knit__aligned_alloc(KNIT__ARENA_LINE,
-                                   knit__round_up(sizeof *a, KNIT__ARENA_LINE));
+    knit__arena *a = knit__aligned_alloc(KNIT__ARENA_LINE, sizeof *a);
     if (a == NULL)
         return knit__fail(KNIT_ENOMEM, "payload arena: out of memory for the "
                                        "arena's %zu-byte header",

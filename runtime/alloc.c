@@ -24,8 +24,6 @@ void knit__fault_arm(uint64_t n) {
     knit__fault_done = false;
 }
 
-uint64_t knit__fault_count(void) { return knit__fault_seen; }
-
 bool knit__fault_fired(void) { return knit__fault_done; }
 
 #else

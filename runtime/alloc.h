@@ -30,8 +30,6 @@ bool knit__alloc_fails(void);
 /* On the calling thread only: the n-th allocation point reached from now
  * fails (n >= 1), and the rest succeed; n = 0 disarms. Resets the count. */
 void knit__fault_arm(uint64_t n);
-/* Allocation points reached on the calling thread since the last arm. */
-uint64_t knit__fault_count(void);
 /* Whether the armed failure has happened (and is now disarmed). */
 bool knit__fault_fired(void);
 

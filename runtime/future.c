@@ -305,6 +305,12 @@ static void knit__waiters_unlink(struct knit__set *s, struct knit__waiter *w) {
     }
 }
 
+/* start + span, saturating: a negative span, or one past INT64_MAX, is no
+ * limit (INT64_MAX), not an overflow. */
+static int64_t knit__deadline(int64_t start, int64_t span) {
+    return span < 0 || span > INT64_MAX - start ? INT64_MAX : start + span;
+}
+
 /* An outside waiter has helped long enough: gives its helper id back; from
  * now on it only sleeps. */
 static void knit__helper_stop(struct knit__pool *p, struct knit__tls *tls,
@@ -331,10 +337,7 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
      * when the wait first runs out of work to help with (a nested await
      * whose child it runs itself never reads it). */
     int64_t start = timeout_ns > 0 ? knit__now_ns() : 0;
-    /* Saturating: a timeout past INT64_MAX is no limit, not an overflow. */
-    int64_t deadline = timeout_ns < 0 || timeout_ns > INT64_MAX - start
-                           ? INT64_MAX
-                           : start + timeout_ns;
+    int64_t deadline = knit__deadline(start, timeout_ns);
     struct knit__pool *p = fs[0]->pool;
     knit_pool *h = p->handle;
     struct knit__tls *tls = knit__tls_get();
@@ -370,10 +373,8 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
     if (own_id && start == 0) start = knit__now_ns();
     struct knit__producer *rec =
         consumer != UINT32_MAX ? knit__producer_get(h, p) : NULL;
-    int64_t spin_end = INT64_MAX; /* set with start */
-    if (start != 0)
-        spin_end = p->await_spin_ns > INT64_MAX - start ? INT64_MAX
-                                                        : start + p->await_spin_ns;
+    int64_t spin_end = start != 0 ? knit__deadline(start, p->await_spin_ns)
+                                  : INT64_MAX; /* set with start */
     unsigned idle = 0, helped = 0;
     knit__doorbell *bell = w != NULL ? &w->bell : &tls->bell;
     for (;;) {
@@ -400,9 +401,7 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         int64_t now = knit__now_ns();
         if (start == 0) {
             start = now;
-            spin_end = p->await_spin_ns > INT64_MAX - start
-                           ? INT64_MAX
-                           : start + p->await_spin_ns;
+            spin_end = knit__deadline(start, p->await_spin_ns);
         }
         if (now >= deadline) break;
         if (own_id && now >= spin_end) knit__helper_stop(p, tls, &own_id, &consumer);
@@ -462,10 +461,7 @@ int knit_await_all(knit_future *const *fs, size_t n, int64_t timeout_ns) {
         int rc = knit__check_future(fs[i], "knit_await_all");
         if (rc < 0) return rc;
     }
-    int64_t now = knit__now_ns();
-    int64_t deadline = timeout_ns < 0 || timeout_ns > INT64_MAX - now
-                           ? INT64_MAX
-                           : now + timeout_ns;
+    int64_t deadline = knit__deadline(knit__now_ns(), timeout_ns);
     for (size_t i = 0; i < n; i++) {
         int64_t left = deadline == INT64_MAX ? -1 : deadline - knit__now_ns();
         if (left < 0 && deadline != INT64_MAX) left = 0;

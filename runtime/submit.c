@@ -76,9 +76,7 @@ void knit__producer_free(struct knit__producer *rec) {
 }
 
 static struct knit__producer *knit__producer_new(struct knit__pool *p) {
-    struct knit__producer *rec = knit__aligned_alloc(KNIT__LINE,
-                                               (sizeof *rec + KNIT__LINE - 1) &
-                                                   ~(size_t)(KNIT__LINE - 1));
+    struct knit__producer *rec = knit__aligned_alloc(KNIT__LINE, sizeof *rec);
     if (rec == NULL) return NULL;
     memset(rec, 0, sizeof *rec);
     rec->pool = p;

@@ -52,6 +52,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using knit_test::ScopedSchedEnv;
+using knit_test::valid_ops;
 
 // ---- tasks and helpers -------------------------------------------------
 
@@ -158,19 +159,6 @@ int create_with_env(const char *value) {
     return create_with([](knit_pool_options &o) { o.sched = nullptr; });
 }
 
-int noop_claim(knit_carpet *, void *, unsigned, knit_lane_visit_fn, void *) {
-    return 0;
-}
-
-knit_sched_ops valid_ops(const char *name) {
-    knit_sched_ops ops{};
-    ops.abi_version = KNIT_SCHED_ABI_VERSION;
-    ops.size = sizeof(knit_sched_ops);
-    ops.name = name;
-    ops.summary = "misuse test";
-    ops.claim = noop_claim;
-    return ops;
-}
 
 // knit_sched_register keeps the pointer on success, so the ops live for
 // the process (a row that wrongly succeeded must not leave a dangling one).

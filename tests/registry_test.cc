@@ -8,26 +8,13 @@
 namespace {
 
 using knit_test::ScopedSchedEnv;
+using knit_test::noop_claim;
+using knit_test::valid_ops;
 
 bool contains(const std::string &s, const std::string &part) {
     return s.find(part) != std::string::npos;
 }
 
-
-int noop_claim(knit_carpet *, void *, unsigned, knit_lane_visit_fn, void *) {
-    return 0;
-}
-
-// A valid ops struct named `name`; tests break one field at a time.
-knit_sched_ops valid_ops(const char *name) {
-    knit_sched_ops ops{};
-    ops.abi_version = KNIT_SCHED_ABI_VERSION;
-    ops.size = sizeof(knit_sched_ops);
-    ops.name = name;
-    ops.summary = "test discipline";
-    ops.claim = noop_claim;
-    return ops;
-}
 
 void expect_lists_valid_names(const std::string &msg) {
     EXPECT_TRUE(contains(msg, "ticket")) << msg;

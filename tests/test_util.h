@@ -137,4 +137,20 @@ class ScopedSchedEnv {
     std::string old_;
 };
 
+inline int noop_claim(knit_carpet *, void *, unsigned, knit_lane_visit_fn, void *) {
+    return 0;
+}
+
+// A valid ops struct named `name` whose claim takes nothing; tests break
+// one field at a time.
+inline knit_sched_ops valid_ops(const char *name) {
+    knit_sched_ops ops{};
+    ops.abi_version = KNIT_SCHED_ABI_VERSION;
+    ops.size = sizeof(knit_sched_ops);
+    ops.name = name;
+    ops.summary = "test discipline";
+    ops.claim = noop_claim;
+    return ops;
+}
+
 } // namespace knit_test
