@@ -197,11 +197,7 @@ static void row_fib(void) {
         knit_future_release(f);
         check_task_errors("fib");
         if ((intptr_t)r != want) wu_die("fib(%d) = %ld, expected %ld", n, (long)(intptr_t)r, (long)want);
-        if (rep > 0) {
-            double ns = (double)(t1 - t0);
-            wu_result(&O, "fib", rep, ns / 1e6, "ms", "lower");
-            wu_result(&O, "fib-task", rep, ns / wu_fib_tasks(n), "ns/task", "lower");
-        }
+        wu_fib_results(&O, rep, n, (double)(t1 - t0));
     }
     destroy_pool(pool);
 }

@@ -125,11 +125,7 @@ static void row_fib(void) {
         int64_t r = wu_fib_serial(vn);
         int64_t t1 = wu_now_ns();
         if (r != want) wu_die("fib(%d) = %lld", n, (long long)r);
-        if (rep > 0) {
-            double ns = (double)(t1 - t0);
-            wu_result(&O, "fib", rep, ns / 1e6, "ms", "lower");
-            wu_result(&O, "fib-task", rep, ns / wu_fib_tasks(n), "ns/task", "lower");
-        }
+        wu_fib_results(&O, rep, n, (double)(t1 - t0));
     }
 }
 

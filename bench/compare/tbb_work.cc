@@ -138,11 +138,7 @@ void row_fib() {
         int64_t r = fib(n);
         int64_t t1 = wu_now_ns();
         if (r != want) wu_die("fib(%d) = %lld, expected %lld", n, (long long)r, (long long)want);
-        if (rep > 0) {
-            double ns = double(t1 - t0);
-            wu_result(&O, "fib", rep, ns / 1e6, "ms", "lower");
-            wu_result(&O, "fib-task", rep, ns / wu_fib_tasks(n), "ns/task", "lower");
-        }
+        wu_fib_results(&O, rep, n, (double)(t1 - t0));
     }
 }
 

@@ -306,6 +306,14 @@ static inline int64_t wu_fib_serial(int n) { return n < 2 ? n : wu_fib_serial(n 
  * inline, plus the root: F(n+1) tasks. */
 static inline double wu_fib_tasks(int n) { return (double)wu_fib_serial(n + 1); }
 
+/* The fib row and its per-task figure for one repetition of fib(n) that
+ * took ns (repetition 0 is the warm-up and is not reported). */
+static inline void wu_fib_results(const wu_opts *o, unsigned rep, int n, double ns) {
+    if (rep == 0) return;
+    wu_result(o, "fib", rep, ns / 1e6, "ms", "lower");
+    wu_result(o, "fib-task", rep, ns / wu_fib_tasks(n), "ns/task", "lower");
+}
+
 static inline uint64_t wu_pow10(int d) {
     uint64_t p = 1;
     while (d-- > 0) p *= 10;
