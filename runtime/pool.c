@@ -210,8 +210,14 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
     if (f != NULL) return f;
     /* Own carpets first: a task's subtasks are there. */
     if (rec != NULL)
-        for (unsigned i = 0; i < rec->nmine; i++)
-            if (knit__claim_into(p, rec->mine[i], consumer, w, rec)) {
+        /* Relaxed: rec is this thread's own record; a taker may shorten
+         * its list meanwhile, and a stale entry is still a live carpet. */
+        for (uint32_t i = 0;
+             i < atomic_load_explicit(&rec->nmine, memory_order_relaxed); i++)
+            if (knit__claim_into(p,
+                                 atomic_load_explicit(&rec->mine[i],
+                                                      memory_order_relaxed),
+                                 consumer, w, rec)) {
                 f = knit__deque_steal(mine);
                 if (f != NULL) return f;
             }
@@ -470,6 +476,7 @@ static void knit__pool_free(struct knit__pool *p) {
         knit__carpet_destroy(atomic_load_explicit(&p->all[i],
                                                   memory_order_relaxed));
     free((void *)p->all);
+    free(p->spare);
     knit__future_free_all(p); /* frees buffers, some into the arena */
     knit__arena_destroy(p->arena);
     free(p->workers);
@@ -545,13 +552,17 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     atomic_init(&p->nall, 0);
     p->capall = (uint32_t)(p->max_pending / KNIT_LANES + p->threads + 64);
     p->all = knit__calloc(p->capall, sizeof *p->all);
+    p->spare = knit__calloc(p->capall, sizeof *p->spare);
+    p->nspare = 0;
+    p->carpets_moved = 0;
     p->workers = knit__aligned_alloc(KNIT__LINE, sizeof *p->workers * p->threads);
     p->deques = knit__aligned_alloc(KNIT__LINE,
                               sizeof *p->deques * (p->threads + p->helpers));
     if (p->deques != NULL)
         for (unsigned i = 0; i < p->threads + p->helpers; i++)
             knit__deque_init(&p->deques[i]);
-    if (p->all == NULL || p->workers == NULL || p->deques == NULL) {
+    if (p->all == NULL || p->spare == NULL || p->workers == NULL ||
+        p->deques == NULL) {
         unsigned threads = p->threads; /* p is freed below */
         knit__pool_free(p);
         knit__handle_free(h);
@@ -719,6 +730,8 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
         out->skipped += KNIT__LD(r->skipped);
         out->failed += KNIT__LD(r->failed);
     }
+    out->carpets_spare = p->nspare;
+    out->carpets_moved = p->carpets_moved;
     pthread_mutex_unlock(&h->lock);
     out->tasks_run = out->total.tasks_run + out->helped;
     int64_t pending = KNIT__PENDING(KNIT__LD(p->counts));

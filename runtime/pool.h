@@ -118,10 +118,37 @@ struct knit_future {
     alignas(max_align_t) unsigned char inline_data[KNIT_INLINE_BYTES];
 };
 
+/* A thread's carpets can change hands without the thread's help: when
+ * the pool has no carpet left for a submit, the submitter takes carpets
+ * with free lanes from records whose owner is not publishing (idle
+ * threads, exited ones). `hold` decides who may touch the list:
+ *   0  free: nobody is using the record's carpets as their producer;
+ *   1  the owner is publishing (knit__publish, CAS 0 -> 1);
+ *   2  another thread, under the pool lock, takes carpets from it (CAS
+ *      0 -> 2; it never waits for the owner, it skips a held record).
+ * Whoever holds it sees everything the previous holder wrote (acquire
+ * CAS, release store of 0), so a carpet's producer-private state passes
+ * from one producer to the next and every carpet keeps one producer at a
+ * time. */
+#define KNIT__HOLD_FREE 0u
+#define KNIT__HOLD_OWNER 1u
+#define KNIT__HOLD_TAKER 2u
+/* Carpets an idle thread keeps when another thread needs one (its next
+ * burst starts without the pool lock); beyond these, its empty carpets go
+ * back to the pool. */
+#define KNIT__CARPET_RESERVE 2u
+
 struct knit__producer {
     struct knit__pool *pool;
-    knit_carpet **mine;   /* carpets this thread publishes into */
-    unsigned nmine, capmine, cur;
+    alignas(KNIT__LINE) _Atomic uint32_t hold; /* see above */
+    /* Carpets this thread publishes into. The array is allocated and
+     * grown by the owner only (under hold and the pool lock); entries and
+     * nmine change under hold. The owner's own claim loop (knit__find)
+     * reads them without hold, relaxed: a stale entry is still a live
+     * carpet, and consumers may claim from any carpet. */
+    knit_carpet *_Atomic *mine;
+    _Atomic uint32_t nmine;
+    unsigned capmine, cur; /* under hold */
     knit_future *cache;   /* free futures (this thread only) */
     unsigned ncache;
     int worker;           /* worker index, or -1 */
@@ -203,6 +230,12 @@ struct knit__pool {
     alignas(KNIT__LINE) _Atomic uint32_t nall;
     uint32_t capall;
     knit_carpet *_Atomic *all;
+    /* Carpets no thread publishes into (pool lock): given back by exited
+     * threads and by idle threads when space ran short; some may still
+     * carry lanes in flight, which workers claim as from any carpet. */
+    knit_carpet **spare;
+    uint32_t nspare;
+    uint64_t carpets_moved; /* carpets taken from another record (lock) */
 
     /* Pool lock (handle->lock) guards these. */
     struct knit__producer *producers;
@@ -304,8 +337,9 @@ struct knit__producer *knit__producer_add(struct knit__pool *p, bool adopt);
 void knit__producer_free(struct knit__producer *rec);
 /* Publishes a future's task (fn/arg in the future) through rec's carpets.
  * The caller has already counted it in pending/live. Never blocks: 0,
- * KNIT_EAGAIN (every carpet full and no new one allowed: wait for lanes),
- * KNIT_ENOMEM (a new carpet was needed and could not be allocated). */
+ * KNIT_EAGAIN (every carpet full, none spare, none to take from an idle
+ * thread and no new one allowed: wait for lanes), KNIT_ENOMEM (a new
+ * carpet was needed and could not be allocated). */
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,
                   knit_future *f);
 void knit__thread_exit_hook_install(void);

@@ -314,6 +314,8 @@ typedef struct knit_pool_stats_t {
     uint64_t pending;         /* submitted, not yet started (now) */
     uint64_t pending_high;    /* high-water mark of pending */
     uint64_t carpets;         /* carpets created */
+    uint64_t carpets_spare;   /* of those, owned by no thread now */
+    uint64_t carpets_moved;   /* taken from an idle thread that held them */
     uint64_t helped;          /* tasks run by threads awaiting (not workers) */
     uint64_t help_depth_max;  /* deepest nesting of await-runs-a-task */
     uint64_t arena_bytes;     /* payload arena: bytes in use */
