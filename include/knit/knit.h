@@ -89,8 +89,13 @@ int knit_pool_destroy(knit_pool *pool, int how);
 
 /* Submits fn(task, arg). On success *out (if out is not NULL) is a future
  * the caller owns and must release; with out == NULL the task runs detached.
- * KNIT_EAGAIN (KNIT_FAIL policy, at max_pending), KNIT_ESHUTDOWN,
- * KNIT_EINVAL, KNIT_ENOMEM. No allocation in steady state. */
+ * KNIT_EAGAIN (KNIT_FAIL policy: at max_pending, or every carpet in the
+ * pool full or in use by a thread that is submitting at that moment),
+ * KNIT_ESHUTDOWN, KNIT_EINVAL, KNIT_ENOMEM. No allocation in steady state.
+ * Each submitting thread publishes into carpets of its own; when the pool
+ * has none left, a submit takes spare carpets (those of exited threads)
+ * or those of threads that are not submitting, so it never waits while
+ * idle carpets exist, whoever grew them. */
 int knit_submit(knit_pool *pool, knit_fn fn, void *arg, knit_future **out);
 
 /* Waits for a future. timeout_ns < 0: no limit; 0: just test. Returns the
