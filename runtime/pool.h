@@ -37,6 +37,7 @@
 #include "runtime/carpet.h"
 #include "runtime/deque.h"
 #include "runtime/doorbell.h"
+#include "runtime/frame.h"
 
 #define KNIT__LINE 64
 /* Consumer ids reserved for threads that help while they await. */
@@ -50,6 +51,9 @@
 /* Futures a thread keeps for itself before it gives half back. */
 #define KNIT__FUTURE_CACHE 512u
 #define KNIT__FUTURE_SLAB 128u
+/* Tasks nested on one stack by helping (await, join) before a wait stops
+ * running other tasks and only waits. */
+#define KNIT__MAX_DEPTH 1000u
 
 /* Handle states. */
 enum {
@@ -165,6 +169,7 @@ struct knit__worker {
     /* Subtasks this worker pushed onto its deque, and subtasks it settled
      * (from any deque): owner-written, monotonic; see knit__pool.counts. */
     alignas(KNIT__LINE) _Atomic uint64_t pushed, child_settled;
+    _Atomic uint64_t frames_stolen; /* owner-written */
     pthread_t thread;
     unsigned id;
     unsigned scan; /* where the next scan of all carpets starts */
@@ -247,6 +252,7 @@ struct knit__pool {
 
     struct knit__worker *workers;
     knit__deque *deques; /* one per consumer id: workers, then helpers */
+    knit__fdq *fdqs;     /* fork deques, one per consumer id (frame.c) */
 };
 
 #define KNIT__LIVE_ONE (1ull << 32)
@@ -277,11 +283,13 @@ struct knit__tls {
 };
 
 struct knit_task {
-    struct knit__pool *pool;
-    knit_future *future;
+    struct knit__pool *pool; /* NULL: a frame child forked outside a task */
+    knit_future *future;     /* a frame child: its root task's (cancel) */
     int failed;
     int code;
     char *message;
+    knit__fdq *fdq;   /* where its forks go: its thread's consumer id's */
+    bool frame_child; /* forked (knit_fork), not submitted */
 };
 
 /* Adds to a counter only its owner thread writes (worker or producer

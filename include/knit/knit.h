@@ -41,6 +41,9 @@ typedef struct knit_task knit_task; /* context of a running task */
  * only during the call. */
 typedef void *(*knit_fn)(knit_task *task, void *arg);
 
+/* knit_fork / knit_join: fork-join frames beside futures. */
+#include "knit/fork.h"
+
 enum knit_backpressure {
     KNIT_BLOCK = 0, /* a submit at the bound waits (a task helps instead) */
     KNIT_FAIL = 1,  /* a submit at the bound returns KNIT_EAGAIN */
@@ -321,6 +324,7 @@ typedef struct knit_pool_stats_t {
     uint64_t carpets;         /* carpets created */
     uint64_t carpets_spare;   /* of those, owned by no thread now */
     uint64_t carpets_moved;   /* taken from an idle thread that held them */
+    uint64_t frames_stolen;   /* knit_fork children run by a thief */
     uint64_t helped;          /* tasks run by threads awaiting (not workers) */
     uint64_t help_depth_max;  /* deepest nesting of await-runs-a-task */
     uint64_t arena_bytes;     /* payload arena: bytes in use */
