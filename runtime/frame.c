@@ -365,3 +365,22 @@ void knit__fdq_check_joined(const knit__fdq *q, uint32_t head_at_entry,
     abort();
 #endif
 }
+
+int knit__frames_root(knit_pool *h, knit_fn fn, void *arg) {
+    struct knit__tls *tls = knit__tls_get();
+    if (tls->current != NULL && tls->cpool == h->p) {
+        /* Inside one of this pool's tasks: fork from it. */
+        fn(tls->current, arg);
+        return 0;
+    }
+    knit_future *f = NULL;
+    int rc = knit_submit(h, fn, arg, &f);
+    if (rc == KNIT_EAGAIN) { /* the bound, under KNIT_FAIL: run it here */
+        fn(NULL, arg);
+        return 0;
+    }
+    if (rc < 0) return rc;
+    rc = knit_await(f, -1, NULL);
+    knit_future_release(f);
+    return rc;
+}

@@ -73,6 +73,12 @@ struct knit__frame *knit__fdq_take(knit__fdq *q);
  * to the frame's owner. */
 void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
                             unsigned consumer, struct knit__worker *w);
+/* Runs fn(task, arg), which forks, as a task of h: directly when the
+ * caller is running one of h's tasks, else as a submitted task that the
+ * caller awaits (helping); with the bound reached under KNIT_FAIL, on the
+ * caller with task NULL (every fork then runs inline). fn reports its own
+ * failures through its arg; returns 0 or the submit's or await's error. */
+int knit__frames_root(knit_pool *h, knit_fn fn, void *arg);
 /* Debug check at the end of a task: the task's frames are all joined. */
 void knit__fdq_check_joined(const knit__fdq *q, uint32_t head_at_entry,
                             knit_fn fn);

@@ -236,6 +236,27 @@ typedef int (*knit_range_fn)(void *ctx, size_t begin, size_t end);
 int knit_parallel_for(knit_pool *pool, size_t begin, size_t end, size_t grain,
                       knit_range_fn fn, void *ctx);
 
+/* ---- parallel_reduce ---- */
+
+/* Reduces [begin, end): body(ctx, b, e, out) computes the value of a piece
+ * [b, e) into out (value_size bytes, at most KNIT_REDUCE_MAX_VALUE,
+ * aligned like malloc's memory); combine(ctx, left, right) folds the value
+ * of the piece just right of `left` into `left`. The result (the fold of
+ * every piece, left to right) lands in *result. The pieces and the shape
+ * of the fold depend only on begin, end and grain (0: (end - begin) / 256,
+ * at least 1), never on the thread count or on who ran what, so an
+ * associative combine gives the same bits on any pool, even for floating
+ * point. begin == end: body(ctx, begin, begin, result) gives the identity.
+ * 0, KNIT_EINVAL, or the first failure (a negative return of body) with
+ * its message in knit_last_error(); pieces that start after a failure are
+ * skipped. Runs on fork-join frames; nests inside tasks. */
+#define KNIT_REDUCE_MAX_VALUE 256
+typedef int (*knit_reduce_body)(void *ctx, size_t begin, size_t end, void *out);
+typedef void (*knit_reduce_combine)(void *ctx, void *left, const void *right);
+int knit_parallel_reduce(knit_pool *pool, size_t begin, size_t end, size_t grain,
+                         size_t value_size, knit_reduce_body body,
+                         knit_reduce_combine combine, void *ctx, void *result);
+
 /* ---- pipelines ----
  *
  * Items are knit_bufs that pass from stage to stage by move (no copies).
