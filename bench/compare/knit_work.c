@@ -446,6 +446,49 @@ static void row_pipeline(void) {
     destroy_pool(pool);
 }
 
+/* ---- reduce ----
+ *
+ * knit_parallel_reduce over the shared array: the body sums a piece with
+ * wu_sum_range, the combine adds. Reported with grain 0 (the default:
+ * (end - begin) / 256 per piece) as the discipline's own variant. */
+
+static const double *g_reduce_a;
+
+static int reduce_body(void *ctx, size_t b, size_t e, void *out) {
+    (void)ctx;
+    *(double *)out = wu_sum_range(g_reduce_a, b, e, 0.0);
+    return 0;
+}
+
+static void reduce_combine(void *ctx, void *left, const void *right) {
+    (void)ctx;
+    *(double *)left += *(const double *)right;
+}
+
+static void reduce_reps(knit_pool *pool, const wu_opts *o, size_t n, size_t grain) {
+    for (unsigned rep = 0; rep <= o->reps; rep++) { /* rep 0: warm-up */
+        double sum = -1;
+        wu_clobber(g_reduce_a);
+        int64_t t0 = wu_now_ns();
+        int rc = knit_parallel_reduce(pool, 0, n, grain, sizeof sum, reduce_body,
+                                      reduce_combine, NULL, &sum);
+        int64_t t1 = wu_now_ns();
+        if (rc != 0) wu_die("reduce: knit_parallel_reduce: %s", knit_last_error());
+        wu_reduce_check(o->variant, sum, n);
+        if (rep > 0) wu_result(o, "reduce", rep, wu_reduce_gibs(n, t1 - t0), "GiB/s", "higher");
+    }
+}
+
+static void row_reduce(void) {
+    size_t n = WU_REDUCE_N(O.quick);
+    double *a = wu_reduce_array(n);
+    g_reduce_a = a;
+    knit_pool *pool = make_pool();
+    reduce_reps(pool, &O, n, 0);
+    destroy_pool(pool);
+    free(a);
+}
+
 /* ---- idle ---- */
 
 static void burst(knit_pool *pool) {
@@ -538,6 +581,7 @@ int main(int argc, char **argv) {
     else if (wu_is(&O, "fib")) row_fib();
     else if (wu_is(&O, "skynet")) row_skynet();
     else if (wu_is(&O, "pipeline")) row_pipeline();
+    else if (wu_is(&O, "reduce")) row_reduce();
     else if (wu_is(&O, "idle")) row_idle();
     else if (wu_is(&O, "wake")) row_wake();
     else wu_unknown_row(&O);
