@@ -57,7 +57,8 @@ typedef struct knit__fdq {
     alignas(64) _Atomic uint32_t movesplit;
     /* Owner-only (and whoever holds the consumer id next: the id's hand-
      * over orders them). */
-    alignas(64) uint32_t head, split, poll;
+    alignas(64) uint32_t head; /* one line with split and poll */
+    uint32_t split, poll;
     struct knit__frame *_Atomic cells[KNIT_FORK_DEPTH];
 } knit__fdq;
 
