@@ -99,6 +99,12 @@ static void knit__fdq_share(struct knit__pool *p, knit__fdq *q) {
     uint32_t head = q->head, split = q->split;
     if (split >= head) return;
     uint32_t ns = split + (head - split + 1) / 2;
+    for (uint32_t i = split; i < ns; i++) {
+        /* Still private: plain and relaxed; the CAS below publishes. */
+        struct knit__frame *f = atomic_load_explicit(&q->cells[i], memory_order_relaxed);
+        f->message = NULL;
+        atomic_store_explicit(&f->state, KNIT__FR_QUEUED, memory_order_relaxed);
+    }
     uint64_t v = atomic_load_explicit(&q->ts, memory_order_relaxed);
     /* Only thieves move tail meanwhile; retry with the new tail. seq-cst:
      * releases the frames and cells below ns to the thief's CAS, and is
@@ -134,7 +140,7 @@ static void knit__fork_slow(struct knit__pool *p, knit__fdq *q, uint32_t h) {
 }
 
 /* Runs fn as a frame child of `parent` on this thread. */
-static void knit__frame_call(struct knit__frame *f, const knit_task *parent,
+static inline __attribute__((always_inline)) void knit__frame_call(struct knit__frame *f, const knit_task *parent,
                              knit__fdq *q) {
     knit_task child = {0};
     if (parent != NULL) {
@@ -168,10 +174,9 @@ int knit_fork(knit_task *task, knit_frame *frame, knit_fn fn, void *arg) {
         return 0;
     }
     f->idx = h;
-    f->message = NULL;
     /* Relaxed: a private frame is the owner's; a share's seq-cst CAS
-     * publishes these to the thief. */
-    atomic_store_explicit(&f->state, KNIT__FR_QUEUED, memory_order_relaxed);
+     * publishes the cell and the frame to the thief. (state and message
+     * are set only for frames that get shared, in knit__fdq_share.) */
     atomic_store_explicit(&q->cells[h], f, memory_order_relaxed);
     q->head = h + 1;
     if (__builtin_expect(h == 0 || --q->poll == 0 ||
@@ -182,19 +187,25 @@ int knit_fork(knit_task *task, knit_frame *frame, knit_fn fn, void *arg) {
     return 0;
 }
 
-/* The outcome the join returns, from a frame whose child has run. */
-static int knit__frame_outcome(struct knit__frame *f, void **result) {
-    f->idx = KNIT__FR_JOINED;
-    f->magic = 0;
-    if (f->code == 0) {
-        if (result != NULL) *result = f->result;
-        return 0;
-    }
+/* A failed child's outcome (cold). */
+static __attribute__((noinline, cold)) int knit__frame_failed(struct knit__frame *f) {
     int rc = knit__fail(KNIT_ETASK, "forked task failed (code %d): %s",
                         f->task_code, f->message ? f->message : "");
     free(f->message);
     f->message = NULL;
     return rc;
+}
+
+/* The outcome the join returns, from a frame whose child has run. */
+static inline __attribute__((always_inline)) int
+knit__frame_outcome(struct knit__frame *f, void **result) {
+    f->idx = KNIT__FR_JOINED;
+    f->magic = 0;
+    if (__builtin_expect(f->code == 0, 1)) {
+        if (result != NULL) *result = f->result;
+        return 0;
+    }
+    return knit__frame_failed(f);
 }
 
 static bool knit__frame_done(void *ctx) {
@@ -242,9 +253,12 @@ static void knit__frame_wait(struct knit__pool *p, struct knit__frame *f) {
     }
 }
 
-int knit_join(knit_task *task, knit_frame *frame, void **result) {
-    if (frame == NULL) return knit__fail(KNIT_EINVAL, "knit_join: the frame is NULL");
-    struct knit__frame *f = knit__fr(frame);
+/* Everything but the private join: checks and their messages, frames that
+ * ran at the fork, and shared frames (taken back, or waited for). */
+static __attribute__((noinline)) int knit__join_slow(knit_task *task,
+                                                     struct knit__frame *f,
+                                                     void **result) {
+    if (f == NULL) return knit__fail(KNIT_EINVAL, "knit_join: the frame is NULL");
     if (f->magic != KNIT__FR_MAGIC || f->idx == KNIT__FR_JOINED)
         return knit__fail(KNIT_EINVAL,
                           "knit_join: the frame was not forked, or was "
@@ -263,7 +277,7 @@ int knit_join(knit_task *task, knit_frame *frame, void **result) {
                           "newest first)",
                           h, q->head);
     q->head = h;
-    if (h >= q->split) { /* private: the fast path */
+    if (h >= q->split) { /* private after all */
         knit__frame_call(f, task, q);
         return knit__frame_outcome(f, result);
     }
@@ -290,6 +304,28 @@ int knit_join(knit_task *task, knit_frame *frame, void **result) {
     q->split = h;
     knit__frame_wait(task->pool, f);
     return knit__frame_outcome(f, result);
+}
+
+int knit_join(knit_task *task, knit_frame *frame, void **result) {
+    struct knit__frame *f = knit__fr(frame);
+    knit__fdq *q;
+    /* The fast path: the newest frame of this task's deque, never shared
+     * (split only grows when the owner shares). Plain and relaxed
+     * accesses to the owner's own lines. */
+    if (__builtin_expect(f != NULL && task != NULL && (q = task->fdq) != NULL,
+                         1)) {
+        uint32_t h = q->head - 1;
+        if (__builtin_expect(f->idx == h && h < KNIT_FORK_DEPTH && h >= q->split &&
+                                 f->parent == task && f->magic == KNIT__FR_MAGIC &&
+                                 atomic_load_explicit(&q->cells[h],
+                                                      memory_order_relaxed) == f,
+                             1)) {
+            q->head = h;
+            knit__frame_call(f, task, q);
+            return knit__frame_outcome(f, result);
+        }
+    }
+    return knit__join_slow(task, f, result);
 }
 
 struct knit__frame *knit__fdq_take(knit__fdq *q) {
