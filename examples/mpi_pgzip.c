@@ -89,9 +89,11 @@ static void put_le32(unsigned char *p, uint32_t v) {
 /* ------------------------------------------------------------------ */
 /* Failing together                                                    */
 
-/* This rank's first failure: its message and exit code (1, or 2). */
+/* This rank's first failure: its message and exit code (1, or 2), and
+ * whether it is the job's failure rather than this rank's (rank 0 alone
+ * makes the output file, for everyone). */
 static char why[600];
-static int why_code;
+static int why_code, why_job;
 
 static int fail_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail_code(int code, const char *fmt, ...) {
@@ -124,7 +126,7 @@ static int agree(void) {
     int failed = why_code != 0, nfailed;
     MPI_Allreduce(&failed, &nfailed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == nranks - out[1]) {
-        if (nfailed == nranks || nranks == 1)
+        if (nfailed == nranks || nranks == 1 || why_job)
             fprintf(stderr, "%s: %s\n", prog, why);
         else
             fprintf(stderr, "%s: rank %d of %d: %s\n", prog, rank, nranks, why);
@@ -811,6 +813,7 @@ static int run(const options *o) {
         int fd = mkostemp(tmp_name, O_CLOEXEC);
         if (fd < 0) {
             fail("cannot create %s: %s", o->out, strerror(errno));
+            why_job = 1;
         } else {
             tmp_exists = 1;
             close(fd);
@@ -891,6 +894,7 @@ static int run(const options *o) {
             fail("cannot rename %s to %s: %s", tmp_name, o->out, strerror(errno));
         else
             tmp_exists = 0;
+        why_job = 1;
     }
     if ((code = agree()) != 0) goto done;
 
@@ -931,6 +935,8 @@ static int run(const options *o) {
                        prog, o->out, members, members == 1 ? "" : "s", total,
                        MPI_Wtime() - tv);
                 fflush(stdout);
+            } else {
+                why_job = 1;
             }
         }
         code = agree();
