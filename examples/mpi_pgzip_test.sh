@@ -29,6 +29,11 @@ export OMPI_MCA_oob_tcp_if_include=lo
 export OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_mpi_yield_when_idle=1 # a waiting rank yields its core
 export PMIX_MCA_gds=hash
+# Under --config=asan (.ci/run): Open MPI leaves thousands of allocations
+# behind at MPI_Finalize, many in components it has already unloaded (no
+# names to suppress), and LeakSanitizer's tracer crashes on some ranks. Leak
+# checking is off for the ranks; ASan's and UBSan's other checks stay on.
+if [[ -n ${ASAN_OPTIONS:-} ]]; then export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"; fi
 failures=0
 
 pass() { echo "PASS: $*"; }
