@@ -5,7 +5,8 @@
 # through gunzip; a 1-byte input (rank 1 gets an empty slice) and an empty
 # one; and the failures (missing input, unwritable output, a failure on one
 # rank, a bad discipline): a non-zero exit, exactly one message, no output
-# or temporary file, and an existing output left as it was.
+# or temporary file, and an existing output left as it was; and ^C to
+# mpirun mid-job, which leaves no temporary file either.
 #
 #   mpi_pgzip_test.sh path/to/mpi_pgzip path/to/pgzip
 #
@@ -141,6 +142,17 @@ if [[ $rc -ne 0 ]] && one_message "directory input" "is a directory" &&
     pass "directory input: exit $rc, $(cat "$tmp/err")"
 fi
 
+if [[ $(id -u) -ne 0 ]]; then # root reads anything
+    cp "$tmp/one" "$tmp/o/secret"
+    chmod 000 "$tmp/o/secret"
+    run 2 --input "$tmp/o/secret" "$tmp/o/secret.gz"
+    rc=$?
+    if [[ $rc -ne 0 ]] && one_message "unreadable input" "cannot open" &&
+        nothing_left "unreadable input" "$tmp/o" "secret.gz"; then
+        pass "unreadable input: exit $rc, $(cat "$tmp/err")"
+    fi
+fi
+
 # (5) An output in a directory that does not exist.
 run 2 --corpus-mib 1 "$tmp/nodir/out.gz"
 rc=$?
@@ -184,6 +196,27 @@ if run 1 --help && grep -q -- "--single" "$tmp/out"; then
     pass "--help"
 else
     fail "--help"
+fi
+
+# (8) Interrupted: ^C to mpirun (passed on to the ranks as SIGTERM) while
+# the ranks compress a corpus far too big to finish: rank 0 removes the
+# temporary output on its way down.
+mkdir -p "$tmp/int"
+timeout 120 mpirun -q -np 2 --bind-to none --oversubscribe "$mpi_pgzip" \
+    --corpus-mib 4096 "$tmp/int/out.gz" >/dev/null 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 1 100); do # until the temporary output exists (or 10 s)
+    compgen -G "$tmp/int/out.gz.*" >/dev/null && break
+    sleep 0.1
+done
+seen=$(ls "$tmp/int")
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+if [[ -n $seen && $rc -ne 0 ]] && nothing_left "interrupted" "$tmp/int" "out.gz"; then
+    pass "interrupted: exit $rc, $seen removed"
+elif [[ -z $seen ]]; then
+    fail "interrupted: no temporary output appeared within 10 s: $(cat "$tmp/err")"
 fi
 
 echo "mpi_pgzip_test: $failures failure(s)"
