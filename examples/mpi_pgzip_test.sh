@@ -90,7 +90,7 @@ one_message() {
 # nothing_left NAME DIR BASE: neither DIR/BASE nor DIR/BASE.XXXXXX exists.
 nothing_left() {
     if compgen -G "$2/$3*" >/dev/null; then
-        fail "$1: left behind: $(ls "$2" | grep -F "$3")"
+        fail "$1: left behind: $(compgen -G "$2/$3*" | tr '\n' ' ')"
         return 1
     fi
     return 0
