@@ -48,6 +48,8 @@
 
 #include <knit/knit.h>
 
+#include "corpus.h" /* the built-in corpus, shared with mpi_pgzip */
+
 #define KIB ((size_t)1024)
 #define MIB ((size_t)1024 * 1024)
 #define DICT_BYTES ((size_t)32768) /* deflate's window */
@@ -116,174 +118,6 @@ static void unblock_signals(void) {
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-}
-
-/* ------------------------------------------------------------------ */
-/* The built-in corpus: deterministic text-like data.
- *
- * Words from a fixed vocabulary, mostly in "phrases" (2-5 words drawn once
- * at start-up), chosen with a skewed distribution by a fixed-seed
- * xorshift64* generator; sentences with capitals, commas and end marks,
- * lines of 50-79 columns, now and then a number or a blank line. It
- * compresses like English prose (about 3.3x with gzip -6). The stream
- * depends only on the seed, never on how it is cut into blocks, so the
- * verifier regenerates it to compare. */
-
-static const char *const vocab[] = {
-    "the", "of", "and", "to", "a", "in", "is", "it", "that", "for", "was", "on", "with",
-    "as", "he", "be", "at", "by", "this", "had", "not", "are", "but", "from", "or",
-    "have", "an", "they", "which", "one", "you", "were", "her", "all", "she", "there",
-    "would", "their", "we", "him", "been", "has", "when", "who", "will", "more", "no",
-    "if", "out", "so", "said", "what", "up", "its", "about", "into", "than", "them",
-    "can", "only", "other", "new", "some", "could", "time", "these", "two", "may",
-    "then", "do", "first", "any", "my", "now", "such", "like", "our", "over", "man",
-    "me", "even", "most", "made", "after", "also", "did", "many", "before", "must",
-    "through", "back", "years", "where", "much", "your", "way", "well", "down",
-    "should", "because", "each", "just", "those", "people", "how", "too", "little",
-    "state", "good", "very", "make", "world", "still", "own", "see", "men", "work",
-    "long", "get", "here", "between", "both", "life", "being", "under", "never", "day",
-    "same", "another", "know", "while", "last", "might", "us", "great", "old", "year",
-    "off", "come", "since", "against", "go", "came", "right", "used", "take", "three",
-    "states", "himself", "few", "house", "use", "during", "without", "again", "place",
-    "around", "however", "home", "small", "found", "thought", "went", "say", "part",
-    "once", "general", "high", "upon", "school", "every", "does", "got", "united",
-    "left", "number", "course", "war", "until", "always", "away", "something", "fact",
-    "though", "water", "less", "public", "put", "think", "almost", "hand", "enough",
-    "far", "took", "head", "yet", "government", "system", "better", "set", "told",
-    "nothing", "night", "end", "why", "called", "didn't", "eyes", "find", "going",
-    "look", "asked", "later", "knew", "point", "next", "program", "city", "business",
-    "give", "group", "toward", "young", "days", "let", "room", "president", "side",
-    "social", "present", "given", "several", "order", "national", "second", "possible",
-    "rather", "per", "face", "among", "form", "important", "often", "things", "looked",
-    "early", "white", "case", "John", "become", "large", "big", "need", "four",
-    "within", "felt", "along", "children", "saw", "best", "church", "ever", "least",
-    "power", "development", "light", "thing", "seemed", "family", "interest", "want",
-    "members", "mind", "country", "area", "others", "although", "turned", "done",
-    "open", "God", "service", "problem", "certain", "kind", "different", "thus",
-    "began", "door", "help", "means", "sense", "whole", "matter", "perhaps", "itself",
-    "York", "times", "law", "human", "line", "above", "name", "example", "action",
-    "company", "hands", "local", "show", "whether", "five", "history", "gave", "today",
-    "either", "act", "feet", "across", "taken", "past", "quite", "anything", "seen",
-    "having", "death", "experience", "body", "word", "half", "really", "field", "am",
-    "car", "words", "already", "themselves", "information", "tell", "together",
-    "college", "shall", "money", "period", "held", "keep", "sure", "probably", "free",
-    "seems", "political", "real", "behind", "question", "air", "office", "making",
-    "brought", "whose", "special", "major", "heard", "problems", "federal", "became",
-    "study", "ago", "moment", "available", "known", "result", "street", "economic",
-    "boy", "position", "reason", "change", "south", "board", "individual", "job",
-    "areas", "society", "west", "close", "turn", "love", "community", "true", "court",
-    "force", "full", "seem", "wife", "future", "age", "voice", "center", "woman",
-    "control", "common", "policy", "necessary", "following", "front", "sometimes",
-    "six", "girl", "clear", "further", "land", "run", "students", "provide", "feel",
-    "party", "able", "mother", "music", "education", "university", "child", "effect",
-    "level", "stood", "military", "short", "town", "morning", "total", "outside",
-    "rate", "figure", "class", "art", "century", "Washington", "north", "usually",
-    "plan", "leave", "therefore", "evidence", "top", "million", "sound", "black",
-    "strong", "hard", "various", "says", "believe", "type", "value", "play", "surface",
-    "soon", "mean", "near", "lines", "table",
-};
-#define NVOCAB (sizeof vocab / sizeof vocab[0])
-#define NPHRASES 4096
-#define PHRASE_MAX 64
-
-typedef struct corpus {
-    uint64_t rng;
-    uint64_t left; /* bytes still to produce */
-    int sentence_left, capital;
-    size_t pos, len; /* the current line: line[pos, len) not yet produced */
-    char line[512];
-    unsigned char vlen[NVOCAB];
-    unsigned char plen[NPHRASES];
-    char phrase[NPHRASES][PHRASE_MAX];
-} corpus;
-
-static uint64_t corpus_rand(corpus *c) {
-    uint64_t x = c->rng;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    c->rng = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-/* An index in [0, n), skewed towards 0 (density ~ 1/sqrt). */
-static size_t skewed(uint64_t r, size_t n) {
-    uint64_t u = (r >> 16) & 0xffff;
-    return (size_t)((((u * u) >> 16) * n) >> 16);
-}
-
-static void corpus_init(corpus *c, uint64_t bytes) {
-    memset(c, 0, sizeof *c);
-    c->rng = 0x9E3779B97F4A7C15ULL;
-    c->left = bytes;
-    c->sentence_left = 10;
-    c->capital = 1;
-    for (size_t i = 0; i < NVOCAB; i++) c->vlen[i] = (unsigned char)strlen(vocab[i]);
-    for (size_t i = 0; i < NPHRASES; i++) {
-        size_t words = 2 + corpus_rand(c) % 4, n = 0;
-        for (size_t j = 0; j < words; j++) {
-            size_t w = skewed(corpus_rand(c), NVOCAB);
-            if (n + c->vlen[w] + 1 >= PHRASE_MAX) break;
-            if (n) c->phrase[i][n++] = ' ';
-            memcpy(c->phrase[i] + n, vocab[w], c->vlen[w]);
-            n += c->vlen[w];
-        }
-        c->plen[i] = (unsigned char)n;
-    }
-}
-
-static void corpus_line(corpus *c) {
-    uint64_t r = corpus_rand(c);
-    size_t width = 50 + r % 30, n = 0;
-    char *p = c->line;
-    while (n < width) { /* each step adds at most ~75 bytes: fits in 512 */
-        r = corpus_rand(c);
-        if (n) p[n++] = ' ';
-        size_t start = n;
-        if ((r & 63) == 0) {
-            unsigned v = (unsigned)((r >> 8) % 100000) >> ((r >> 40) % 12);
-            n += (size_t)snprintf(p + n, 16, "%u", v);
-        } else if ((r & 3) != 0) {
-            size_t i = skewed(r, NPHRASES);
-            memcpy(p + n, c->phrase[i], c->plen[i]);
-            n += c->plen[i];
-        } else {
-            size_t w = skewed(r, NVOCAB);
-            memcpy(p + n, vocab[w], c->vlen[w]);
-            n += c->vlen[w];
-        }
-        if (c->capital) {
-            if (p[start] >= 'a' && p[start] <= 'z') p[start] = (char)(p[start] - 32);
-            c->capital = 0;
-        }
-        if (--c->sentence_left <= 0) {
-            unsigned k = (unsigned)(r >> 58);
-            p[n++] = k < 52 ? '.' : k < 58 ? '?' : k < 62 ? '!' : ';';
-            c->sentence_left = 4 + (int)((r >> 32) % 14);
-            c->capital = 1;
-        } else if (((r >> 36) & 15) == 0) {
-            p[n++] = ',';
-        }
-    }
-    p[n++] = '\n';
-    if (c->capital && ((r >> 44) & 7) == 0) p[n++] = '\n';
-    c->pos = 0;
-    c->len = n;
-}
-
-/* Fills buf with up to n bytes; returns how many (0 at the end). */
-static size_t corpus_fill(corpus *c, unsigned char *buf, size_t n) {
-    if (n > c->left) n = (size_t)c->left;
-    for (size_t done = 0; done < n;) {
-        if (c->pos == c->len) corpus_line(c);
-        size_t k = c->len - c->pos;
-        if (k > n - done) k = n - done;
-        memcpy(buf + done, c->line + c->pos, k);
-        c->pos += k;
-        done += k;
-    }
-    c->left -= n;
-    return n;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1067,7 +901,7 @@ done:
 static int verify(FILE *f, uint64_t expect_bytes, const options *o, double *secs) {
     const size_t chunk = 256 * KIB;
     unsigned char *in = malloc(chunk), *got = malloc(chunk), *want = malloc(chunk);
-    corpus *gen = malloc(sizeof *gen);
+    corpus *gen = corpus_new(0, expect_bytes);
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     int zinit = 0;
@@ -1080,7 +914,6 @@ static int verify(FILE *f, uint64_t expect_bytes, const options *o, double *secs
         snprintf(err, sizeof err, "out of memory");
         goto out;
     }
-    corpus_init(gen, expect_bytes);
     /* windowBits 31: a gzip wrapper; inflate checks the CRC and ISIZE. */
     if (inflateInit2(&zs, 31) != Z_OK) {
         snprintf(err, sizeof err, "inflateInit2 failed");
@@ -1145,13 +978,13 @@ out:
     free(in);
     free(got);
     free(want);
-    free(gen);
+    corpus_free(gen);
     return err[0] == '\0';
 }
 
 static int write_corpus(const options *o) {
     uint64_t total = (uint64_t)o->corpus_mib * MIB;
-    corpus *gen = malloc(sizeof *gen);
+    corpus *gen = corpus_new(0, total);
     unsigned char *buf = malloc(MIB);
     FILE *f = strcmp(o->corpus_out, "-") == 0 ? stdout : fopen(o->corpus_out, "wb");
     int status = 1;
@@ -1161,7 +994,6 @@ static int write_corpus(const options *o) {
         fprintf(stderr, "%s: cannot create %s: %s\n", prog, o->corpus_out,
                 strerror(errno));
     } else {
-        corpus_init(gen, total);
         size_t n;
         status = 0;
         while ((n = corpus_fill(gen, buf, MIB)) > 0)
@@ -1175,7 +1007,7 @@ static int write_corpus(const options *o) {
         fprintf(stderr, "%s: write %s: %s\n", prog, o->corpus_out, strerror(errno));
         status = 1;
     }
-    free(gen);
+    corpus_free(gen);
     free(buf);
     return status;
 }
@@ -1208,14 +1040,13 @@ static int run_corpus(const options *o, knit_pool *pool) {
     static char obuf[1 << 20];
     setvbuf(out, obuf, _IOFBF, sizeof obuf);
 
-    corpus *gen = malloc(sizeof *gen);
+    corpus *gen = corpus_new(0, total);
     if (gen == NULL) {
         fprintf(stderr, "%s: out of memory\n", prog);
         fclose(out);
         free(tmp_name);
         return 1;
     }
-    corpus_init(gen, total);
     source src = {.fd = -1, .gen = gen, .name = "the corpus"};
     job j;
     job_init(&j, o, pool, &src, out, tmp_name, total, "compressing");
@@ -1226,7 +1057,7 @@ static int run_corpus(const options *o, knit_pool *pool) {
     size_t zstreams = j.zcount;
     unsigned deflating_max = j.deflating_max;
     job_fini(&j);
-    free(gen);
+    corpus_free(gen);
 
     knit_pool_stats_t ps = {.size = sizeof ps};
     knit_pool_stats(pool, &ps);
