@@ -27,13 +27,17 @@
  *     with s' <= h makes it private again (s' keeps the older half of the
  *     shared part shared); the CAS decides the race with a thief's CAS on
  *     the same word. Then the child runs here.
- *   - tail == h + 1: a thief took it. tail == split, so no thief can
- *     succeed now: the owner stores ts = {h, h} (the deque is empty up to
- *     head again, and the owner may fork above h while it waits), then
- *     waits for the frame's state to become DONE, running other work.
- * A stale thief snapshot that matches ts again after that reset (ABA)
- * takes a frame that is shared at that moment: the cell is read after the
- * CAS, which proves the slot is shared now.
+ *   - tail == h + 1: a thief took it. The owner keeps slot h (head
+ *     stays h + 1) and waits for the frame's state to become DONE,
+ *     running other work, whose forks go above h: the thief reads
+ *     cells[h] after its CAS, so the slot must not be reused before the
+ *     thief's DONE (tests/model/fork_deque.pml found that a reset before
+ *     the wait let a helped task's fork overwrite it). Then, with
+ *     tail == split == h + 1 (no thief can succeed), it stores
+ *     ts = {h, h}: the deque is empty up to head again.
+ * A stale thief snapshot that matches ts again after a reset (ABA) takes
+ * a frame that is shared at that moment and whose slot is not reused
+ * before that thief is done with it.
  *
  * Steal (thief): load ts; if tail < split, CAS tail+1 (acq_rel: acquires
  * the owner's share); read cells[tail]; mark the frame STOLEN; run the
@@ -297,12 +301,20 @@ static __attribute__((noinline)) int knit__join_slow(knit_task *task,
             return knit__frame_outcome(f, result);
         }
     }
-    /* tail == split == h + 1: no thief can succeed; empty the deque down
-     * to h so forks made while we wait are private. Relaxed: nothing to
-     * publish (a later share's CAS publishes its frames). */
+    /* tail == split == h + 1: a thief took it. Slot h stays ours while we
+     * wait (head = h + 1, "pre-leap"): the thief may not have read
+     * cells[h] yet, and a fork made by a task this wait runs must not
+     * reuse the slot (found by tests/model/fork_deque.pml). */
+    q->head = h + 1;
+    knit__frame_wait(task->pool, f);
+    /* Everything forked during the wait was joined, so ts is {h+1, h+1}
+     * again: no thief can succeed, and the deque empties down to h.
+     * Relaxed: nothing to publish (a later share's CAS publishes its
+     * frames); the thief read cells[h] before its DONE exchange, which we
+     * acquired. */
     atomic_store_explicit(&q->ts, knit__ts(h, h), memory_order_relaxed);
     q->split = h;
-    knit__frame_wait(task->pool, f);
+    q->head = h;
     return knit__frame_outcome(f, result);
 }
 
