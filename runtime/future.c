@@ -349,6 +349,8 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         return knit__fail(KNIT_ENOMEM, "await: no memory for %zu waiter records",
                           n);
     int rc = KNIT_ETIMEDOUT;
+    int64_t tl_t0 = p->tl != NULL ? knit__now_ns() : 0;
+    unsigned ran = 0; /* tasks run while waiting (the timeline) */
 
     /* A consumer id to help with: a worker's own; the helper id of an
      * outside thread that is running a task (a nested await must keep
@@ -385,6 +387,7 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         if (consumer != UINT32_MAX && rec != NULL && tls->depth < KNIT__MAX_DEPTH &&
             knit__pool_run_some(p, consumer, w, rec)) {
             idle = 0;
+            ran++;
             /* An outside thread helps for await_spin_ns, also while there
              * is always work: past that, with as many workers as cores, it
              * only takes the CPU from them (a preempted worker holds up
@@ -430,6 +433,7 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         knit__pool_helper_release(p, consumer);
         tls->cpool = NULL;
     }
+    if (p->tl != NULL) knit__tl_await(p, w, tl_t0, ran);
     if (entered) knit__pool_exit(h);
     if (recs != local) free(recs);
     if (rc == 0) *which = set.which;

@@ -44,7 +44,7 @@ static void knit__pfor_failed(struct knit__pfor *pf, int code) {
 static void knit__pfor_run(struct knit__pfor *pf, size_t begin, size_t end);
 
 static void *knit__pfor_task(knit_task *task, void *arg) {
-    (void)task;
+    knit_task_label(task, "parallel_for");
     struct knit__piece piece;
     memcpy(&piece, arg, sizeof piece); /* inline bytes: may be unaligned */
     knit__pfor_run(piece.pf, piece.begin, piece.end);
@@ -68,7 +68,10 @@ static void knit__pfor_run(struct knit__pfor *pf, size_t begin, size_t end) {
     }
     /* acquire: pairs with the winner's acq_rel CAS; a later piece skips. */
     if (!atomic_load_explicit(&pf->failed, memory_order_acquire)) {
+        struct knit__pool *p = pf->pool->p;
+        int64_t t0 = p->tl != NULL ? knit__now_ns() : 0;
         int rc = pf->fn(pf->ctx, begin, end);
+        if (p->tl != NULL) knit__tl_self(p, KNIT__TL_PIECE, t0, begin, end, 0);
         if (rc < 0) knit__pfor_failed(pf, rc);
     }
     while (n > 0) {

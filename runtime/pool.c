@@ -189,6 +189,7 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
         knit__stat_add(&w->claims, 1);
         knit__stat_add(&w->lanes, fr.n);
     }
+    if (p->tl != NULL) knit__tl_claim(p, w, c, fr.n);
     unsigned pushed = knit__deque_push_batch(&p->deques[consumer], fr.f, fr.n);
     /* Pushed in publication order from the top: thieves take them in
      * that order, and so does the claimer (knit__find steals its own top
@@ -232,7 +233,10 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
     for (unsigned k = 1; k < ids; k++) {
         unsigned v = (consumer + k) % ids;
         f = knit__deque_steal(&p->deques[v]);
-        if (f != NULL) return f;
+        if (f != NULL) {
+            if (p->tl != NULL) knit__tl_steal(p, w, v);
+            return f;
+        }
     }
     return NULL;
 }
@@ -277,7 +281,11 @@ void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
         return;
     }
     knit__stat_add(&w->parks, 1);
+    int64_t t0 = p->tl != NULL ? knit__now_ns() : 0;
     if (knit__doorbell_sleep(&w->bell, timeout_ns)) knit__stat_add(&w->wakes, 1);
+    if (p->tl != NULL)
+        knit__tl_put(&p->tl->rings[w->id], KNIT__TL_PARK, 0, t0, knit__now_ns(),
+                     0, 0, 0, 0);
     atomic_fetch_and_explicit(&p->parked[word], ~bit, memory_order_seq_cst);
 }
 
@@ -474,6 +482,7 @@ static void knit__pool_free(struct knit__pool *p) {
     knit__arena_destroy(p->arena);
     free(p->workers);
     free(p->deques);
+    knit__tl_destroy(p->tl);
     free(p);
 }
 
@@ -556,6 +565,13 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
         knit__pool_free(p);
         knit__handle_free(h);
         return knit__fail(KNIT_ENOMEM, "cannot allocate %u workers", threads);
+    }
+    /* The timeline (runtime/timeline.c), before any thread can record. */
+    rc = knit__tl_create(p, opts->timeline, opts->timeline_events);
+    if (rc < 0) {
+        knit__pool_free(p);
+        knit__handle_free(h);
+        return rc;
     }
     memset(p->workers, 0, sizeof *p->workers * p->threads);
     for (unsigned i = 0; i < p->threads; i++) {
@@ -673,6 +689,10 @@ int knit_pool_destroy(knit_pool *h, int how) {
     atomic_store_explicit(&h->state, KNIT__POOL_DEAD, memory_order_seq_cst);
     pthread_mutex_unlock(&h->lock);
     while (atomic_load_explicit(&h->users, memory_order_seq_cst) != 0) sched_yield();
+    /* The final timeline: every worker has joined (their records happen
+     * before the joins) and no call is inside; a failure here is not
+     * reported (the path was checked by create; see knit.h). */
+    if (p->tl != NULL) (void)knit__tl_write(p, NULL);
     h->p = NULL;
     knit__pool_free(p);
     knit__bury(h);

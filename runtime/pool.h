@@ -37,6 +37,7 @@
 #include "runtime/carpet.h"
 #include "runtime/deque.h"
 #include "runtime/doorbell.h"
+#include "runtime/timeline.h"
 
 #define KNIT__LINE 64
 /* Consumer ids reserved for threads that help while they await. */
@@ -167,6 +168,9 @@ struct knit__pool {
     int64_t await_spin_ns;
     knit_claim_trace_fn trace;
     void *trace_ctx;
+    /* The timeline (runtime/timeline.h), or NULL when off: set at create,
+     * constant until destroy, so every hook's test of it is predictable. */
+    struct knit__timeline *tl;
 
     /* Two counters in one word, so a submit pays one RMW for both:
      * low 32 bits: pending, submitted and not started (<= max_pending);
@@ -249,6 +253,7 @@ struct knit_task {
     int failed;
     int code;
     char *message;
+    const char *label; /* knit_task_label, for the timeline */
 };
 
 /* Adds to a counter only its owner thread writes (worker or producer
