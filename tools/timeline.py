@@ -3,6 +3,8 @@
 
     timeline.py TRACE.json [--png OUT.png] [--size WxH] [--top N]
     timeline.py TRACE.json --check        # validate; print counts as JSON
+    timeline.py TRACE.json --counts       # validate; counts as tab-separated
+                                          # lines (for tests/timeline_test)
 
 The summary gives, per thread, the share of the trace's time it spent
   busy     running a task (not on behalf of an await),
@@ -177,7 +179,7 @@ def analyse(doc):
     return spans, instants, counters, names, trees
 
 
-def counts(doc):
+def counts(doc, labels=None, pieces=None):
     """--check output: per track, how many of each kind."""
     spans, instants, counters, names, trees = analyse(doc)
     tracks = {}
@@ -188,6 +190,10 @@ def counts(doc):
             c[cat] += 1
             if cat == "task" and e.get("args", {}).get("help"):
                 c["task_help"] += 1
+            if cat == "task" and labels is not None:
+                labels[(tid, e["name"])] += 1
+            if cat == "piece" and pieces is not None:
+                pieces.append(e["args"]["end"] - e["args"]["begin"])
         for e in instants.get(tid, []):
             c[e.get("cat", "")] += 1
             if e.get("cat") == "claim":
@@ -352,11 +358,28 @@ def main(argv):
     ap.add_argument("--size", default=None, help="WxH of the PNG (default 1400 x rows)")
     ap.add_argument("--top", type=int, default=10, help="longest tasks to list")
     ap.add_argument("--check", action="store_true", help="validate; print counts as JSON")
+    ap.add_argument("--counts", action="store_true",
+                    help="validate; print counts as tab-separated lines")
     a = ap.parse_args(argv)
     try:
         doc = load(a.trace)
         if a.check:
             print(json.dumps(counts(doc), sort_keys=True))
+            return 0
+        if a.counts:
+            labels, pieces = collections.Counter(), []
+            c = counts(doc, labels, pieces)
+            for tid, t in c["tracks"].items():
+                print(f"thread\t{tid}\t{t['name']}")
+                for k, v in t.items():
+                    if k != "name":
+                        print(f"track\t{tid}\t{k}\t{v}")
+            for (tid, name), n in sorted(labels.items()):
+                print(f"label\t{tid}\t{name}\t{n}")
+            print(f"pieces\t{len(pieces)}\t{sum(pieces)}")
+            print(f"counters\t{c['counters']}")
+            for k, v in c["otherData"].items():
+                print(f"other\t{k}\t{v}")
             return 0
         res = summary(doc, a.trace, a.top)
         if a.png and res is not None:
