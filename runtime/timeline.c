@@ -319,15 +319,16 @@ static int knit__tl_ring_copy(const struct knit__tl_ring *r,
     uint64_t lo = hd > cap ? hd - cap : 0;
     out->w = knit__malloc((size_t)(hd - lo + 1) * sizeof *out->w);
     if (out->w == NULL) return -1;
+    /* acquire per word: pairs with the owner's release store of that
+     * word. If a word copied here came from an overwrite of record i
+     * (which began with claim = i + cap + 1, sequenced before the word's
+     * store), the load of claim below sees that claim or a later one, so
+     * record i is dropped. The acquire loads also keep the claim load
+     * from moving above them. */
     for (uint64_t i = lo; i < hd; i++)
         for (int k = 0; k < KNIT__TL_WORDS; k++)
             out->w[i - lo][k] = atomic_load_explicit(
-                &r->recs[i & r->mask].w[k], memory_order_relaxed);
-    /* acquire fence: pairs with the owner's release fence after its claim
-     * store. If any word copied above came from an overwrite of record i
-     * (which began with claim = i + cap + 1), this load sees that claim or
-     * a later one, so record i is dropped below. */
-    atomic_thread_fence(memory_order_acquire);
+                &r->recs[i & r->mask].w[k], memory_order_acquire);
     uint64_t cl = atomic_load_explicit(&r->claim, memory_order_relaxed);
     uint64_t valid = cl > cap ? cl - cap : 0; /* records >= valid are intact */
     uint64_t first = lo > valid ? lo : valid;

@@ -19,8 +19,8 @@
  * to overwrite (`claim`) before it writes it and publishes the finished
  * record (`head`) after; the reader copies what `head` shows and then
  * discards whatever `claim` says may have been overwritten during the
- * copy. Every field of a record is an atomic word written and read
- * relaxed, so a torn copy is discarded, never a data race. See
+ * copy. Every field of a record is an atomic word (stored with release,
+ * loaded with acquire), so a torn copy is discarded, never a data race. See
  * knit__tl_put below and knit__tl_ring_copy in timeline.c for the orders.
  */
 #ifndef KNIT_RUNTIME_TIMELINE_H
@@ -134,20 +134,20 @@ static inline void knit__tl_put(struct knit__tl_ring *r, unsigned kind,
                                 uint32_t c) {
     uint64_t h = atomic_load_explicit(&r->claim, memory_order_relaxed);
     /* Announce the overwrite of slot h & mask (record h - capacity) before
-     * any word of it changes: the release fence orders the claim store
-     * before the word stores below, and pairs with the reader's acquire
-     * fence after its copy (knit__tl_ring_copy): a reader whose copy saw
-     * one of the new words also sees this claim, and drops the record. */
+     * any word of it changes. Each word is then stored with release (no
+     * standalone fence: TSan does not model those): a reader whose acquire
+     * load of a word reads a new value also sees this claim in its later
+     * load of `claim` (knit__tl_ring_copy), and drops the record. On x86
+     * release stores are plain stores. */
     atomic_store_explicit(&r->claim, h + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
     struct knit__tl_rec *s = &r->recs[h & r->mask];
-    atomic_store_explicit(&s->w[0], (uint64_t)t0, memory_order_relaxed);
-    atomic_store_explicit(&s->w[1], (uint64_t)(t1 - t0), memory_order_relaxed);
-    atomic_store_explicit(&s->w[2], (uint64_t)label, memory_order_relaxed);
-    atomic_store_explicit(&s->w[3], a, memory_order_relaxed);
-    atomic_store_explicit(&s->w[4], b, memory_order_relaxed);
+    atomic_store_explicit(&s->w[0], (uint64_t)t0, memory_order_release);
+    atomic_store_explicit(&s->w[1], (uint64_t)(t1 - t0), memory_order_release);
+    atomic_store_explicit(&s->w[2], (uint64_t)label, memory_order_release);
+    atomic_store_explicit(&s->w[3], a, memory_order_release);
+    atomic_store_explicit(&s->w[4], b, memory_order_release);
     atomic_store_explicit(&s->w[5], kind | flags << 8 | (uint64_t)c << 32,
-                          memory_order_relaxed);
+                          memory_order_release);
     /* release: the record's words happen before a reader that acquires
      * this head value (knit__tl_ring_copy's first load). */
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
