@@ -349,7 +349,7 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         return knit__fail(KNIT_ENOMEM, "await: no memory for %zu waiter records",
                           n);
     int rc = KNIT_ETIMEDOUT;
-    int64_t tl_t0 = p->tl != NULL ? knit__now_ns() : 0;
+    int64_t tl_t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
     unsigned ran = 0; /* tasks run while waiting (the timeline) */
 
     /* A consumer id to help with: a worker's own; the helper id of an
@@ -433,7 +433,7 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         knit__pool_helper_release(p, consumer);
         tls->cpool = NULL;
     }
-    if (p->tl != NULL) knit__tl_await(p, w, tl_t0, ran);
+    if (KNIT__TL_ON(p)) knit__tl_await(p, w, tl_t0, ran);
     if (entered) knit__pool_exit(h);
     if (recs != local) free(recs);
     if (rc == 0) *which = set.which;

@@ -69,9 +69,9 @@ static void knit__pfor_run(struct knit__pfor *pf, size_t begin, size_t end) {
     /* acquire: pairs with the winner's acq_rel CAS; a later piece skips. */
     if (!atomic_load_explicit(&pf->failed, memory_order_acquire)) {
         struct knit__pool *p = pf->pool->p;
-        int64_t t0 = p->tl != NULL ? knit__now_ns() : 0;
+        int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
         int rc = pf->fn(pf->ctx, begin, end);
-        if (p->tl != NULL) knit__tl_self(p, KNIT__TL_PIECE, t0, begin, end, 0);
+        if (KNIT__TL_ON(p)) knit__tl_self(p, KNIT__TL_PIECE, t0, begin, end, 0);
         if (rc < 0) knit__pfor_failed(pf, rc);
     }
     while (n > 0) {

@@ -258,7 +258,7 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
     int rc = knit__pool_enter(pool, false);
     if (rc < 0) return rc;
     size_t cap = o->max_in_flight ? o->max_in_flight : 4u * pool->p->threads;
-    struct knit__pool *tlp = pool->p->tl != NULL ? pool->p : NULL;
+    struct knit__pool *tlp = KNIT__TL_ON(pool->p) ? pool->p : NULL;
     /* relaxed: only a unique number is needed. */
     uint32_t tl_id = tlp != NULL ? atomic_fetch_add_explicit(
                                        &tlp->tl->next_pipeline, 1,

@@ -189,7 +189,7 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
         knit__stat_add(&w->claims, 1);
         knit__stat_add(&w->lanes, fr.n);
     }
-    if (p->tl != NULL) knit__tl_claim(p, w, c, fr.n);
+    if (KNIT__TL_ON(p)) knit__tl_claim(p, w, c, fr.n);
     unsigned pushed = knit__deque_push_batch(&p->deques[consumer], fr.f, fr.n);
     /* Pushed in publication order from the top: thieves take them in
      * that order, and so does the claimer (knit__find steals its own top
@@ -234,7 +234,7 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
         unsigned v = (consumer + k) % ids;
         f = knit__deque_steal(&p->deques[v]);
         if (f != NULL) {
-            if (p->tl != NULL) knit__tl_steal(p, w, v);
+            if (KNIT__TL_ON(p)) knit__tl_steal(p, w, v);
             return f;
         }
     }
@@ -281,9 +281,9 @@ void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
         return;
     }
     knit__stat_add(&w->parks, 1);
-    int64_t t0 = p->tl != NULL ? knit__now_ns() : 0;
+    int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
     if (knit__doorbell_sleep(&w->bell, timeout_ns)) knit__stat_add(&w->wakes, 1);
-    if (p->tl != NULL)
+    if (KNIT__TL_ON(p))
         knit__tl_put(&p->tl->rings[w->id], KNIT__TL_PARK, 0, t0, knit__now_ns(),
                      0, 0, 0, 0);
     atomic_fetch_and_explicit(&p->parked[word], ~bit, memory_order_seq_cst);
@@ -692,7 +692,7 @@ int knit_pool_destroy(knit_pool *h, int how) {
     /* The final timeline: every worker has joined (their records happen
      * before the joins) and no call is inside; a failure here is not
      * reported (the path was checked by create; see knit.h). */
-    if (p->tl != NULL) (void)knit__tl_write(p, NULL);
+    if (KNIT__TL_ON(p)) (void)knit__tl_write(p, NULL);
     h->p = NULL;
     knit__pool_free(p);
     knit__bury(h);

@@ -70,7 +70,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
                                                   memory_order_relaxed)) {
     }
     /* The timeline: one test of a pointer constant for the pool's life. */
-    int64_t t0 = p->tl != NULL ? knit__now_ns() : 0;
+    int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
     void *result = f->fn(&task, f->arg);
     tls->depth--;
     tls->current = outer;
@@ -78,7 +78,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     knit__stat_add(w ? &w->tasks_run : &rec->helped, 1);
     /* A task nested in another on this stack, or run by a thread that is
      * not a worker, ran while its thread awaited: helping. */
-    if (p->tl != NULL)
+    if (KNIT__TL_ON(p))
         knit__tl_task(p, w, (uintptr_t)f->fn, task.label, t0, depth,
                       outer != NULL || w == NULL);
     if (task.failed) knit__stat_add(w ? &w->failed : &rec->failed, 1);

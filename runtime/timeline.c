@@ -130,6 +130,9 @@ int knit__tl_create(struct knit__pool *p, const char *opt_path,
         }
     }
     if (path == NULL) return 0; /* off: nothing allocated */
+#ifdef KNIT_NO_TIMELINE
+    return 0; /* built without the hooks: always off */
+#endif
     if (path[0] == '\0')
         return knit__fail(KNIT_EINVAL,
                           "options.timeline is \"\": give a file name, or NULL "

@@ -33,6 +33,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Whether pool p records a timeline: every hook tests this, a pointer
+ * that is constant for the pool's life (a predictable branch). Built with
+ * -DKNIT_NO_TIMELINE the hooks compile away and no pool ever has a
+ * timeline (to measure what the hooks cost when off). */
+#ifdef KNIT_NO_TIMELINE
+#define KNIT__TL_ON(p) ((void)(p), 0)
+#else
+#define KNIT__TL_ON(p) ((p)->tl != NULL)
+#endif
+
 #define KNIT__TL_DEFAULT_EVENTS 65536u
 #define KNIT__TL_MIN_EVENTS 16u
 #define KNIT__TL_MAX_EVENTS (1u << 22)
