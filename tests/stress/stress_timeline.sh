@@ -7,7 +7,7 @@ checker="$2"
 out="${TEST_TMPDIR:-$(mktemp -d)}/stress.json"
 export KNIT_TIMELINE="$out"
 export KNIT_TIMELINE_EVENTS=16384
-"$stress" --sched ticket --producers 3 --workers 2 --seed 2
+"$stress" --sched ticket --producers 3 --workers 2 --seed 2 --tasks 400000
 unset KNIT_TIMELINE KNIT_TIMELINE_EVENTS
 python3 "$checker" "$out" --check >"$out.check"
 python3 - "$out.check" <<'PY'
