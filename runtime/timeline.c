@@ -3,9 +3,11 @@
  * (knit__tl_put) and the invariants are in timeline.h.
  *
  * Lock rules: the timeline lock (tl->mu) guards the list of other
- * threads' rings and serialises writers of the file. The writer takes the
- * pool lock (to map carpets to their owners) and releases it before it
- * takes the timeline lock; nothing holds both.
+ * threads' rings and serialises writers of the file. It is innermost: a
+ * hook may take it (a thread's first record makes its ring) while holding
+ * a pipeline lock, and nothing else is taken while it is held. The writer
+ * takes the pool lock (to map carpets to their owners) and releases it
+ * before it takes the timeline lock.
  */
 #define _GNU_SOURCE
 #include "runtime/timeline.h"
@@ -177,6 +179,7 @@ int knit__tl_create(struct knit__pool *p, const char *opt_path,
             break;
         }
         r->worker = (int)i;
+        r->ostid = 0;
         r->tid = i + 1;
         snprintf(r->name, sizeof r->name, "knit w%u (%s)", i, p->ops->name);
     }
@@ -226,7 +229,7 @@ struct knit__tl_ring *knit__tl_ring_other(struct knit__timeline *tl) {
     pid_t me = knit__tl_gettid();
     pthread_mutex_lock(&tl->mu);
     struct knit__tl_ring *r = tl->extra;
-    while (r != NULL && r->worker != -(int)me - 2) r = r->next;
+    while (r != NULL && r->ostid != (int)me) r = r->next;
     if (r == NULL) {
         r = knit__malloc(sizeof *r);
         if (r != NULL && knit__tl_ring_init(r, tl->cap) != 0) {
@@ -234,8 +237,8 @@ struct knit__tl_ring *knit__tl_ring_other(struct knit__timeline *tl) {
             r = NULL;
         }
         if (r != NULL) {
-            /* worker < -1 keeps the OS thread id: -(tid) - 2. */
-            r->worker = -(int)me - 2;
+            r->worker = -1;
+            r->ostid = (int)me;
             r->tid = tl->next_tid++;
             char tname[16] = "";
             pthread_getname_np(pthread_self(), tname, sizeof tname);

@@ -80,6 +80,7 @@ struct knit__tl_ring {
     alignas(64) struct knit__tl_rec *recs;
     uint64_t mask;      /* capacity - 1 (capacity a power of two) */
     int worker;         /* worker id, or -1 */
+    int ostid;          /* not a worker: the OS thread id of its owner */
     unsigned tid;       /* track id in the file */
     char name[64];      /* thread_name in the file */
     struct knit__tl_ring *next; /* in `extra` (mu) */
