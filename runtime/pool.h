@@ -245,6 +245,11 @@ struct knit__tls {
     knit_task *current;          /* the task running on this thread */
     unsigned depth;              /* tasks nested on this stack */
     knit__doorbell bell;         /* where a non-worker thread sleeps */
+    /* The timeline: how many tasks this thread recorded, and the start
+     * and end of the last one; knit__wait takes its await span's times
+     * from them instead of reading the clock again. */
+    uint64_t tl_tasks;
+    int64_t tl_t0, tl_t1;
 };
 
 struct knit_task {

@@ -78,9 +78,12 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     knit__stat_add(w ? &w->tasks_run : &rec->helped, 1);
     /* A task nested in another on this stack, or run by a thread that is
      * not a worker, ran while its thread awaited: helping. */
-    if (KNIT__TL_ON(p))
-        knit__tl_task(p, w, (uintptr_t)f->fn, task.label, t0, depth,
-                      outer != NULL || w == NULL);
+    if (KNIT__TL_ON(p)) {
+        tls->tl_t1 = knit__tl_task(p, w, (uintptr_t)f->fn, task.label, t0, depth,
+                                   outer != NULL || w == NULL);
+        tls->tl_t0 = t0;
+        tls->tl_tasks++;
+    }
     if (task.failed) knit__stat_add(w ? &w->failed : &rec->failed, 1);
     knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
                         task.message);

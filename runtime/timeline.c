@@ -262,14 +262,16 @@ struct knit__tl_ring *knit__tl_ring_other(struct knit__timeline *tl) {
 
 /* ---- hooks ---- */
 
-void knit__tl_task(struct knit__pool *p, const struct knit__worker *w,
-                   uintptr_t fn, const char *label, int64_t t0, unsigned depth,
-                   bool help) {
+int64_t knit__tl_task(struct knit__pool *p, const struct knit__worker *w,
+                      uintptr_t fn, const char *label, int64_t t0,
+                      unsigned depth, bool help) {
+    int64_t t1 = knit__now_ns();
     struct knit__tl_ring *r = knit__tl_ring_of(p->tl, w, w ? w->id : 0);
-    if (r == NULL) return;
+    if (r == NULL) return t1;
     unsigned flags = (label != NULL ? KNIT__TL_F_STR : 0) | (help ? KNIT__TL_F_HELP : 0);
-    knit__tl_put(r, KNIT__TL_TASK, flags, t0, knit__now_ns(),
+    knit__tl_put(r, KNIT__TL_TASK, flags, t0, t1,
                  label != NULL ? (uintptr_t)label : fn, depth, 0, 0);
+    return t1;
 }
 
 void knit__tl_claim(struct knit__pool *p, const struct knit__worker *w,
@@ -289,10 +291,10 @@ void knit__tl_steal(struct knit__pool *p, const struct knit__worker *w,
 }
 
 void knit__tl_await(struct knit__pool *p, const struct knit__worker *w,
-                    int64_t t0, unsigned ran) {
+                    int64_t t0, int64_t t1, unsigned ran) {
     struct knit__tl_ring *r = knit__tl_ring_of(p->tl, w, w ? w->id : 0);
     if (r == NULL) return;
-    knit__tl_put(r, KNIT__TL_AWAIT, 0, t0, knit__now_ns(), 0, ran, 0, 0);
+    knit__tl_put(r, KNIT__TL_AWAIT, 0, t0, t1, 0, ran, 0, 0);
 }
 
 void knit__tl_self(struct knit__pool *p, unsigned kind, int64_t t0, uint64_t a,

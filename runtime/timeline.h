@@ -114,15 +114,16 @@ void knit__tl_destroy(struct knit__timeline *tl);
 
 /* Hooks (timeline on only: the caller tests p->tl). `w`: the calling
  * worker of p, or NULL for any other thread. The end of a span is now. */
-void knit__tl_task(struct knit__pool *p, const struct knit__worker *w,
-                   uintptr_t fn, const char *label, int64_t t0, unsigned depth,
-                   bool help);
+/* Returns the end time it recorded. */
+int64_t knit__tl_task(struct knit__pool *p, const struct knit__worker *w,
+                      uintptr_t fn, const char *label, int64_t t0,
+                      unsigned depth, bool help);
 void knit__tl_claim(struct knit__pool *p, const struct knit__worker *w,
                     const void *carpet, unsigned lanes);
 void knit__tl_steal(struct knit__pool *p, const struct knit__worker *w,
                     unsigned victim);
 void knit__tl_await(struct knit__pool *p, const struct knit__worker *w,
-                    int64_t t0, unsigned ran);
+                    int64_t t0, int64_t t1, unsigned ran);
 /* For code that does not know whether it runs on a worker (pipelines,
  * parallel_for): a span from t0 to now, or an instant (t0 < 0: now). */
 void knit__tl_self(struct knit__pool *p, unsigned kind, int64_t t0, uint64_t a,
