@@ -204,8 +204,19 @@ int knit_submit_buf(knit_pool *h, knit_fn fn, knit_buf *buf, knit_future **out) 
 
 /* ---- inside a task ---- */
 
+/* A frame child (knit_fork) carries no payload of its own: its future
+ * field is its root task's. */
+static bool knit__frame_child(const knit_task *task, const char *fn) {
+    if (!task->frame_child) return false;
+    knit__fail(KNIT_EINVAL, "%s: not in a forked (knit_fork) child: it has "
+                            "no payload; pass data through its arg",
+               fn);
+    return true;
+}
+
 const void *knit_task_bytes(const knit_task *task, size_t *len) {
-    if (task == NULL || task->future->in_kind == KNIT__PAY_NONE) {
+    if (task == NULL || knit__frame_child(task, "knit_task_bytes") ||
+        task->future->in_kind == KNIT__PAY_NONE) {
         if (len != NULL) *len = 0;
         return NULL;
     }
@@ -215,7 +226,7 @@ const void *knit_task_bytes(const knit_task *task, size_t *len) {
 
 knit_buf knit_task_take_buf(knit_task *task) {
     knit_buf b = {NULL, 0, NULL, NULL};
-    if (task == NULL) return b;
+    if (task == NULL || knit__frame_child(task, "knit_task_take_buf")) return b;
     knit_future *f = task->future;
     if (f->in_kind == KNIT__PAY_NONE) return b;
     if (f->in_kind == KNIT__PAY_INLINE) {
@@ -239,6 +250,7 @@ knit_buf knit_task_take_buf(knit_task *task) {
 int knit_task_return_buf(knit_task *task, knit_buf *buf) {
     if (task == NULL || buf == NULL)
         return knit__fail(KNIT_EINVAL, "knit_task_return_buf: NULL argument");
+    if (knit__frame_child(task, "knit_task_return_buf")) return KNIT_EINVAL;
     knit_future *f = task->future;
     if (atomic_load_explicit(&f->out_state, memory_order_relaxed) != KNIT__OUT_NONE)
         return knit__fail(KNIT_EALREADY,
@@ -275,7 +287,8 @@ int knit_future_take_buf(knit_future *f, knit_buf *out) {
 }
 
 int knit_task_antecedent_buf(knit_task *task, knit_buf *out) {
-    if (task == NULL || out == NULL || task->future->antecedent == NULL)
+    if (task == NULL || out == NULL || task->frame_child ||
+        task->future->antecedent == NULL)
         return knit__fail(KNIT_EINVAL, "knit_task_antecedent_buf: not in a continuation");
     return knit__take_out(task->future->antecedent, out);
 }

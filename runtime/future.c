@@ -26,10 +26,6 @@
 #include "runtime/error.h"
 #include "runtime/pool.h"
 
-/* Deepest nesting of tasks run by awaits on one stack before an await
- * stops running more tasks and only waits. */
-#define KNIT__MAX_DEPTH 1000u
-
 static void knit__flock(knit_future *f) {
     unsigned spins = 0;
     /* acquire: pairs with the release in knit__funlock. */

@@ -1,12 +1,13 @@
-/* knit_parallel_for: binary splitting over submit/await.
+/* knit_parallel_for: binary splitting over fork-join frames.
  *
- * A piece larger than `grain` splits off its upper half as a task (the
- * range travels inline in the task, no allocation) and keeps splitting its
- * lower half, then runs the leaf and awaits the halves it split off. An
- * await inside a task runs other tasks, so this nests and never blocks a
- * worker; called from outside, the caller helps run pieces while it waits.
- * The first failure wins a CAS and keeps its code and message; pieces that
- * start after it skip their work.
+ * One root task (the caller's own task when it runs one of the pool's,
+ * else a submitted task the caller awaits, helping) splits the range: a
+ * piece larger than `grain` forks its upper half as a frame and keeps
+ * splitting its lower half, runs the leaf, then joins the halves it forked
+ * (newest first). Unstolen halves run at their join as plain calls; idle
+ * workers steal the oldest, i.e. the largest, halves. The first failure
+ * wins a CAS and keeps its code and message; pieces that start after it
+ * skip their work.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -17,12 +18,12 @@
 #include "runtime/pool.h"
 
 struct knit__pfor {
-    knit_pool *pool;
+    struct knit__pool *tlp; /* the pool, if it keeps a timeline; else NULL */
     knit_range_fn fn;
     void *ctx;
     size_t grain;
     _Atomic int failed; /* 0, then 1 for the failure that keeps its text */
-    int code;           /* written by the CAS winner, read after the awaits */
+    int code;           /* written by the CAS winner, read after the joins */
     char msg[512];
 };
 
@@ -41,45 +42,34 @@ static void knit__pfor_failed(struct knit__pfor *pf, int code) {
     }
 }
 
-static void knit__pfor_run(struct knit__pfor *pf, size_t begin, size_t end);
-
-static void *knit__pfor_task(knit_task *task, void *arg) {
-    knit_task_label(task, "parallel_for");
-    struct knit__piece piece;
-    memcpy(&piece, arg, sizeof piece); /* inline bytes: may be unaligned */
-    knit__pfor_run(piece.pf, piece.begin, piece.end);
-    return NULL;
-}
-
-static void knit__pfor_run(struct knit__pfor *pf, size_t begin, size_t end) {
-    knit_future *halves[64];
+static void *knit__pfor_piece(knit_task *task, void *arg) {
+    if (task != NULL && !task->frame_child) knit_task_label(task, "parallel_for");
+    const struct knit__piece *pc = arg;
+    struct knit__pfor *pf = pc->pf;
+    size_t begin = pc->begin, end = pc->end;
+    struct knit__piece upper[64];
+    knit_frame frames[64];
     unsigned n = 0;
     while (end - begin > pf->grain && n < 64) {
         size_t mid = begin + (end - begin) / 2;
-        struct knit__piece upper = {pf, mid, end};
-        if (knit_submit_copy(pf->pool, knit__pfor_task, &upper, sizeof upper,
-                             &halves[n]) != 0) {
-            /* Cannot split (bound reached with KNIT_FAIL): run it here. */
-            knit__pfor_run(pf, mid, end);
-        } else {
-            n++;
-        }
+        upper[n] = (struct knit__piece){pf, mid, end};
+        knit_fork(task, &frames[n], knit__pfor_piece, &upper[n]);
+        n++;
         end = mid;
     }
     /* acquire: pairs with the winner's acq_rel CAS; a later piece skips. */
     if (!atomic_load_explicit(&pf->failed, memory_order_acquire)) {
-        struct knit__pool *p = pf->pool->p;
-        int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
+        int64_t t0 = pf->tlp != NULL ? knit__now_ns() : 0;
         int rc = pf->fn(pf->ctx, begin, end);
-        if (KNIT__TL_ON(p)) knit__tl_self(p, KNIT__TL_PIECE, t0, begin, end, 0);
+        if (pf->tlp != NULL) knit__tl_self(pf->tlp, KNIT__TL_PIECE, t0, begin, end, 0);
         if (rc < 0) knit__pfor_failed(pf, rc);
     }
     while (n > 0) {
-        knit_future *f = halves[--n];
-        int rc = knit_await(f, -1, NULL);
-        if (rc < 0) knit__pfor_failed(pf, rc);
-        knit_future_release(f);
+        n--;
+        int rc = knit_join(task, &frames[n], NULL);
+        if (rc < 0) knit__pfor_failed(pf, rc); /* cannot fail: a bug */
     }
+    return NULL;
 }
 
 int knit_parallel_for(knit_pool *h, size_t begin, size_t end, size_t grain,
@@ -106,13 +96,15 @@ int knit_parallel_for(knit_pool *h, size_t begin, size_t end, size_t grain,
     }
     struct knit__pfor pf;
     memset(&pf, 0, sizeof pf);
-    pf.pool = h;
     pf.fn = fn;
     pf.ctx = ctx;
     pf.grain = grain;
+    pf.tlp = KNIT__TL_ON(h->p) ? h->p : NULL;
     atomic_init(&pf.failed, 0);
-    knit__pfor_run(&pf, begin, end);
+    struct knit__piece all = {&pf, begin, end};
+    rc = knit__frames_root(h, knit__pfor_piece, &all);
     knit__pool_exit(h);
+    if (rc < 0) return rc; /* message set */
     if (atomic_load_explicit(&pf.failed, memory_order_acquire))
         return knit__fail(pf.code, "%s", pf.msg);
     return 0;

@@ -103,7 +103,7 @@ static void knit__handle_leave(knit_pool *h) {
 
 /* ---- finding work ---- */
 
-struct knit__frame {
+struct knit__claim_batch {
     knit_carpet *c;
     unsigned n;
     knit_future *f[KNIT_LANES];
@@ -111,7 +111,7 @@ struct knit__frame {
 
 /* The pool's visit: copy the lane's future out; the claim retires it. */
 static int knit__copy_lane(void *ctx, unsigned lane) {
-    struct knit__frame *fr = ctx;
+    struct knit__claim_batch *fr = ctx;
     fr->f[fr->n++] = knit__carpet_slot(fr->c, lane)->task.future;
     return 0;
 }
@@ -171,7 +171,7 @@ void knit__worker_flush(struct knit__pool *p, struct knit__worker *w) {
 static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
                                  unsigned consumer, struct knit__worker *w,
                                  struct knit__producer *rec) {
-    struct knit__frame fr;
+    struct knit__claim_batch fr;
     fr.c = c;
     fr.n = 0;
     int k = knit__carpet_claim(c, consumer, knit__copy_lane, &fr);
@@ -211,8 +211,14 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
     if (f != NULL) return f;
     /* Own carpets first: a task's subtasks are there. */
     if (rec != NULL)
-        for (unsigned i = 0; i < rec->nmine; i++)
-            if (knit__claim_into(p, rec->mine[i], consumer, w, rec)) {
+        /* Relaxed: rec is this thread's own record; a taker may shorten
+         * its list meanwhile, and a stale entry is still a live carpet. */
+        for (uint32_t i = 0;
+             i < atomic_load_explicit(&rec->nmine, memory_order_relaxed); i++)
+            if (knit__claim_into(p,
+                                 atomic_load_explicit(&rec->mine[i],
+                                                      memory_order_relaxed),
+                                 consumer, w, rec)) {
                 f = knit__deque_steal(mine);
                 if (f != NULL) return f;
             }
@@ -241,11 +247,28 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
     return NULL;
 }
 
+/* A shared frame from another consumer's fork deque (frame.c), or NULL. */
+static struct knit__frame *knit__find_frame(struct knit__pool *p,
+                                            unsigned consumer) {
+    unsigned ids = p->threads + p->helpers;
+    for (unsigned k = 1; k < ids; k++) {
+        struct knit__frame *fr =
+            knit__fdq_take(&p->fdqs[(consumer + k) % ids]);
+        if (fr != NULL) return fr;
+    }
+    return NULL;
+}
+
 unsigned knit__pool_run_some(struct knit__pool *p, unsigned consumer,
                              struct knit__worker *w,
                              struct knit__producer *rec) {
     knit_future *f = knit__find(p, consumer, w, rec);
     if (f == NULL) {
+        struct knit__frame *fr = knit__find_frame(p, consumer);
+        if (fr != NULL) {
+            knit__frame_run_stolen(p, fr, consumer, w);
+            return 1;
+        }
         if (w != NULL) knit__worker_flush(p, w);
         return 0;
     }
@@ -262,7 +285,8 @@ bool knit__pool_any_pending(struct knit__pool *p) {
         if (knit__carpet_pending(c)) return true;
     }
     for (unsigned i = 0; i < p->threads + p->helpers; i++)
-        if (knit__deque_nonempty(&p->deques[i])) return true;
+        if (knit__deque_nonempty(&p->deques[i]) || knit__fdq_shared(&p->fdqs[i]))
+            return true;
     return false;
 }
 
@@ -324,7 +348,8 @@ static void *knit__worker_main(void *arg) {
     bool spinning = false;
     for (;;) {
         knit_future *f = knit__find(p, w->id, w, w->rec);
-        if (f != NULL) {
+        struct knit__frame *fr = f == NULL ? knit__find_frame(p, w->id) : NULL;
+        if (f != NULL || fr != NULL) {
             idle = 0;
             if (spinning) {
                 spinning = false;
@@ -337,7 +362,10 @@ static void *knit__worker_main(void *arg) {
                     knit__any_parked(p) && knit__pool_any_pending(p))
                     knit__pool_wake_one(p);
             }
-            knit__task_run(p, f, w, w->rec);
+            if (f != NULL)
+                knit__task_run(p, f, w, w->rec);
+            else
+                knit__frame_run_stolen(p, fr, w->id, w);
             if (w->unsettled >= 64) knit__worker_flush(p, w);
             continue;
         }
@@ -478,10 +506,12 @@ static void knit__pool_free(struct knit__pool *p) {
         knit__carpet_destroy(atomic_load_explicit(&p->all[i],
                                                   memory_order_relaxed));
     free((void *)p->all);
+    free(p->spare);
     knit__future_free_all(p); /* frees buffers, some into the arena */
     knit__arena_destroy(p->arena);
     free(p->workers);
     free(p->deques);
+    free(p->fdqs);
     knit__tl_destroy(p->tl);
     free(p);
 }
@@ -554,13 +584,22 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     atomic_init(&p->nall, 0);
     p->capall = (uint32_t)(p->max_pending / KNIT_LANES + p->threads + 64);
     p->all = knit__calloc(p->capall, sizeof *p->all);
+    p->spare = knit__calloc(p->capall, sizeof *p->spare);
+    p->nspare = 0;
+    p->carpets_moved = 0;
     p->workers = knit__aligned_alloc(KNIT__LINE, sizeof *p->workers * p->threads);
     p->deques = knit__aligned_alloc(KNIT__LINE,
                               sizeof *p->deques * (p->threads + p->helpers));
     if (p->deques != NULL)
         for (unsigned i = 0; i < p->threads + p->helpers; i++)
             knit__deque_init(&p->deques[i]);
-    if (p->all == NULL || p->workers == NULL || p->deques == NULL) {
+    p->fdqs = knit__aligned_alloc(KNIT__LINE,
+                                  sizeof *p->fdqs * (p->threads + p->helpers));
+    if (p->fdqs != NULL)
+        for (unsigned i = 0; i < p->threads + p->helpers; i++)
+            knit__fdq_init(&p->fdqs[i]);
+    if (p->all == NULL || p->spare == NULL || p->workers == NULL ||
+        p->deques == NULL || p->fdqs == NULL) {
         unsigned threads = p->threads; /* p is freed below */
         knit__pool_free(p);
         knit__handle_free(h);
@@ -579,6 +618,7 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
         atomic_init(&w->bell.word, KNIT__BELL_OFF);
         atomic_init(&w->pushed, 0);
         atomic_init(&w->child_settled, 0);
+        atomic_init(&w->frames_stolen, 0);
         w->id = i;
         w->pool = p;
         w->scan = i;
@@ -730,6 +770,7 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
         out->cancelled += KNIT__LD(w->cancelled);
         out->skipped += KNIT__LD(w->skipped);
         out->failed += KNIT__LD(w->failed);
+        out->frames_stolen += KNIT__LD(w->frames_stolen);
     }
     pthread_mutex_lock(&h->lock);
     for (struct knit__producer *r = p->producers; r != NULL; r = r->next) {
@@ -739,6 +780,8 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
         out->skipped += KNIT__LD(r->skipped);
         out->failed += KNIT__LD(r->failed);
     }
+    out->carpets_spare = p->nspare;
+    out->carpets_moved = p->carpets_moved;
     pthread_mutex_unlock(&h->lock);
     out->tasks_run = out->total.tasks_run + out->helped;
     int64_t pending = KNIT__PENDING(KNIT__LD(p->counts));

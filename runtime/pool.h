@@ -38,6 +38,7 @@
 #include "runtime/deque.h"
 #include "runtime/doorbell.h"
 #include "runtime/timeline.h"
+#include "runtime/frame.h"
 
 #define KNIT__LINE 64
 /* Consumer ids reserved for threads that help while they await. */
@@ -51,6 +52,9 @@
 /* Futures a thread keeps for itself before it gives half back. */
 #define KNIT__FUTURE_CACHE 512u
 #define KNIT__FUTURE_SLAB 128u
+/* Tasks nested on one stack by helping (await, join) before a wait stops
+ * running other tasks and only waits. */
+#define KNIT__MAX_DEPTH 1000u
 
 /* Handle states. */
 enum {
@@ -119,10 +123,37 @@ struct knit_future {
     alignas(max_align_t) unsigned char inline_data[KNIT_INLINE_BYTES];
 };
 
+/* A thread's carpets can change hands without the thread's help: when
+ * the pool has no carpet left for a submit, the submitter takes carpets
+ * with free lanes from records whose owner is not publishing (idle
+ * threads, exited ones). `hold` decides who may touch the list:
+ *   0  free: nobody is using the record's carpets as their producer;
+ *   1  the owner is publishing (knit__publish, CAS 0 -> 1);
+ *   2  another thread, under the pool lock, takes carpets from it (CAS
+ *      0 -> 2; it never waits for the owner, it skips a held record).
+ * Whoever holds it sees everything the previous holder wrote (acquire
+ * CAS, release store of 0), so a carpet's producer-private state passes
+ * from one producer to the next and every carpet keeps one producer at a
+ * time. */
+#define KNIT__HOLD_FREE 0u
+#define KNIT__HOLD_OWNER 1u
+#define KNIT__HOLD_TAKER 2u
+/* Carpets an idle thread keeps when another thread needs one (its next
+ * burst starts without the pool lock); beyond these, its empty carpets go
+ * back to the pool. */
+#define KNIT__CARPET_RESERVE 2u
+
 struct knit__producer {
     struct knit__pool *pool;
-    knit_carpet **mine;   /* carpets this thread publishes into */
-    unsigned nmine, capmine, cur;
+    alignas(KNIT__LINE) _Atomic uint32_t hold; /* see above */
+    /* Carpets this thread publishes into. The array is allocated and
+     * grown by the owner only (under hold and the pool lock); entries and
+     * nmine change under hold. The owner's own claim loop (knit__find)
+     * reads them without hold, relaxed: a stale entry is still a live
+     * carpet, and consumers may claim from any carpet. */
+    knit_carpet *_Atomic *mine;
+    _Atomic uint32_t nmine;
+    unsigned capmine, cur; /* under hold */
     knit_future *cache;   /* free futures (this thread only) */
     unsigned ncache;
     int worker;           /* worker index, or -1 */
@@ -139,6 +170,7 @@ struct knit__worker {
     /* Subtasks this worker pushed onto its deque, and subtasks it settled
      * (from any deque): owner-written, monotonic; see knit__pool.counts. */
     alignas(KNIT__LINE) _Atomic uint64_t pushed, child_settled;
+    _Atomic uint64_t frames_stolen; /* owner-written */
     pthread_t thread;
     unsigned id;
     unsigned scan; /* where the next scan of all carpets starts */
@@ -207,6 +239,12 @@ struct knit__pool {
     alignas(KNIT__LINE) _Atomic uint32_t nall;
     uint32_t capall;
     knit_carpet *_Atomic *all;
+    /* Carpets no thread publishes into (pool lock): given back by exited
+     * threads and by idle threads when space ran short; some may still
+     * carry lanes in flight, which workers claim as from any carpet. */
+    knit_carpet **spare;
+    uint32_t nspare;
+    uint64_t carpets_moved; /* carpets taken from another record (lock) */
 
     /* Pool lock (handle->lock) guards these. */
     struct knit__producer *producers;
@@ -218,6 +256,7 @@ struct knit__pool {
 
     struct knit__worker *workers;
     knit__deque *deques; /* one per consumer id: workers, then helpers */
+    knit__fdq *fdqs;     /* fork deques, one per consumer id (frame.c) */
 };
 
 #define KNIT__LIVE_ONE (1ull << 32)
@@ -253,12 +292,14 @@ struct knit__tls {
 };
 
 struct knit_task {
-    struct knit__pool *pool;
-    knit_future *future;
+    struct knit__pool *pool; /* NULL: a frame child forked outside a task */
+    knit_future *future;     /* a frame child: its root task's (cancel) */
     int failed;
     int code;
     char *message;
     const char *label; /* knit_task_label, for the timeline */
+    knit__fdq *fdq;   /* where its forks go: its thread's consumer id's */
+    bool frame_child; /* forked (knit_fork), not submitted */
 };
 
 /* Adds to a counter only its owner thread writes (worker or producer
@@ -314,8 +355,9 @@ struct knit__producer *knit__producer_add(struct knit__pool *p, bool adopt);
 void knit__producer_free(struct knit__producer *rec);
 /* Publishes a future's task (fn/arg in the future) through rec's carpets.
  * The caller has already counted it in pending/live. Never blocks: 0,
- * KNIT_EAGAIN (every carpet full and no new one allowed: wait for lanes),
- * KNIT_ENOMEM (a new carpet was needed and could not be allocated). */
+ * KNIT_EAGAIN (every carpet full, none spare, none to take from an idle
+ * thread and no new one allowed: wait for lanes), KNIT_ENOMEM (a new
+ * carpet was needed and could not be allocated). */
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,
                   knit_future *f);
 void knit__thread_exit_hook_install(void);

@@ -4,12 +4,15 @@
  * Each thread that submits to a pool gets a producer record on first use
  * (found again through a small thread-local map) and publishes only into
  * its own carpets, so every carpet keeps exactly one producer. When all of
- * its carpets are full it takes another one, up to the pool's registry
- * capacity (max_pending / 32 plus slack), so a submitted task is always
- * claimable without the producer's further help. A thread's record (and
- * its carpets, with any tasks still in flight) is marked orphaned when the
- * thread exits and adopted by the next thread that registers: carpets are
- * reused, never leaked, and nothing in flight is lost.
+ * its carpets are full it takes another one: a spare one, else a new one
+ * up to the pool's registry capacity (max_pending / 32 plus slack), else
+ * one taken from a thread that is not publishing (see knit__producer.hold
+ * in pool.h), so a submitted task is always claimable without the
+ * producer's further help and a submit never waits while idle carpets
+ * exist, whoever grew them. When a thread exits, its carpets (with any
+ * tasks still in flight) become spares at once and its record is adopted
+ * by the next thread that registers: carpets are reused, never leaked,
+ * and nothing in flight is lost.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,16 +43,46 @@ static _Thread_local unsigned knit__tls_next;
 static pthread_key_t knit__exit_key;
 static pthread_once_t knit__exit_once = PTHREAD_ONCE_INIT;
 
+/* Lanes in flight in c. Exact for the caller that holds c's producer
+ * side (its owner's hold, or the pool lock for a spare carpet): host_bits
+ * is then stable, and worker_bits only loses bits as lanes retire. */
+static unsigned knit__carpet_in_flight(const knit_carpet *c) {
+    return (unsigned)__builtin_popcount(knit_carpet_host_bits(c) ^
+                                        knit_carpet_worker_bits(c));
+}
+
+/* Moves r's carpet at index i to the pool's spares (pool lock, and r held
+ * by the caller or r's owner gone). The list stays dense; cur restarts. */
+static void knit__carpet_give_back(struct knit__pool *p,
+                                   struct knit__producer *r, uint32_t i) {
+    uint32_t n = atomic_load_explicit(&r->nmine, memory_order_relaxed);
+    p->spare[p->nspare++] =
+        atomic_load_explicit(&r->mine[i], memory_order_relaxed);
+    atomic_store_explicit(&r->mine[i],
+                          atomic_load_explicit(&r->mine[n - 1],
+                                               memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->nmine, n - 1, memory_order_relaxed);
+    r->cur = 0;
+}
+
 /* Gives up a map entry's record: it stays with its pool, adoptable by the
- * next thread that registers (its carpets may still carry tasks; workers
- * keep claiming those). The handle outlives the pool, so locking it is
- * safe; a dead pool has freed the record already. */
+ * next thread that registers, and its carpets go to the pool's spares at
+ * once (those still carrying tasks too: workers keep claiming them). The
+ * handle outlives the pool, so locking it is safe; a dead pool has freed
+ * the record already. The exiting thread is the record's owner, and a
+ * taker holds the pool lock, so nobody else touches its list here. */
 static void knit__tls_entry_orphan(struct knit__tls_entry *e) {
     pthread_mutex_lock(&e->h->lock);
     if (atomic_load_explicit(&e->h->state, memory_order_acquire) !=
             KNIT__POOL_DEAD &&
-        e->h->gen == e->gen)
-        e->rec->orphaned = true;
+        e->h->gen == e->gen) {
+        struct knit__pool *p = e->h->p;
+        struct knit__producer *r = e->rec;
+        while (atomic_load_explicit(&r->nmine, memory_order_relaxed) > 0)
+            knit__carpet_give_back(p, r, 0);
+        r->orphaned = true;
+    }
     pthread_mutex_unlock(&e->h->lock);
     e->h = NULL;
 }
@@ -71,7 +104,7 @@ void knit__thread_exit_hook_install(void) {
 
 void knit__producer_free(struct knit__producer *rec) {
     /* The carpets belong to the pool's registry, which frees them. */
-    free(rec->mine);
+    free((void *)rec->mine);
     free(rec);
 }
 
@@ -81,6 +114,8 @@ static struct knit__producer *knit__producer_new(struct knit__pool *p) {
     memset(rec, 0, sizeof *rec);
     rec->pool = p;
     rec->worker = -1;
+    atomic_init(&rec->hold, KNIT__HOLD_FREE);
+    atomic_init(&rec->nmine, 0);
     atomic_init(&rec->submitted, 0);
     atomic_init(&rec->helped, 0);
     atomic_init(&rec->cancelled, 0);
@@ -131,29 +166,92 @@ struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p) {
     return rec;
 }
 
-/* A new carpet for rec, registered with the pool, in *out: 0, KNIT_EAGAIN
- * at capacity (lanes free up as workers claim: wait), KNIT_ENOMEM (with
- * the message set; nothing changed). */
+/* Takes carpets from the records of threads that are not publishing now
+ * (pool lock held; `self` is the caller's record, which it holds). First
+ * pass: every empty carpet beyond a record's first KNIT__CARPET_RESERVE
+ * goes back to the spares (an idle thread keeps a small reserve, not its
+ * whole last burst). If that found nothing, second pass: any carpet with a
+ * free lane, reserve or not. A record whose owner is publishing is
+ * skipped: it is not idle, and the taker never waits for an owner.
+ * Returns the carpets moved. */
+static unsigned knit__carpets_reclaim(struct knit__pool *p,
+                                      struct knit__producer *self) {
+    unsigned moved = 0;
+    for (int pass = 0; pass < 2 && moved == 0; pass++) {
+        for (struct knit__producer *r = p->producers; r != NULL; r = r->next) {
+            if (r == self) continue;
+            uint32_t free_ = KNIT__HOLD_FREE;
+            /* acquire: pairs with the owner's release of hold at the end
+             * of its last publish; its carpets' producer-private state
+             * (shadow, host copy, discipline tail) is then ours to hand
+             * on. */
+            if (!atomic_compare_exchange_strong_explicit(
+                    &r->hold, &free_, KNIT__HOLD_TAKER, memory_order_acquire,
+                    memory_order_relaxed))
+                continue;
+            uint32_t keep = pass == 0 ? KNIT__CARPET_RESERVE : 0;
+            for (uint32_t i = atomic_load_explicit(&r->nmine,
+                                                   memory_order_relaxed);
+                 i-- > keep;) {
+                knit_carpet *c =
+                    atomic_load_explicit(&r->mine[i], memory_order_relaxed);
+                unsigned busy = knit__carpet_in_flight(c);
+                if (pass == 0 ? busy == 0 : busy < KNIT_LANES) {
+                    knit__carpet_give_back(p, r, i);
+                    moved++;
+                }
+            }
+            /* release: pairs with the owner's acquire CAS in
+             * knit__hold_enter; it sees its shorter list. */
+            atomic_store_explicit(&r->hold, KNIT__HOLD_FREE,
+                                  memory_order_release);
+        }
+    }
+    p->carpets_moved += moved;
+    return moved;
+}
+
+/* A spare carpet with a free lane, removed from the spares (pool lock),
+ * or NULL. */
+static knit_carpet *knit__spare_take(struct knit__pool *p) {
+    for (uint32_t i = 0; i < p->nspare; i++) {
+        knit_carpet *c = p->spare[i];
+        if (knit__carpet_in_flight(c) < KNIT_LANES) {
+            p->spare[i] = p->spare[--p->nspare];
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* Another carpet for rec (which the caller holds) in *out: a spare one, a
+ * new one while the registry has room, or one taken from an idle thread.
+ * 0; KNIT_EAGAIN when every carpet in the pool is full or held by a thread
+ * that is publishing (lanes free up as workers claim: wait);
+ * KNIT_ENOMEM (with the message set; nothing changed). */
 static int knit__carpet_take(struct knit__pool *p, struct knit__producer *rec,
                              knit_carpet **out) {
     knit_pool *h = p->handle;
     knit_carpet *c = NULL;
     int rc = KNIT_EAGAIN;
     pthread_mutex_lock(&h->lock);
-    uint32_t n = atomic_load_explicit(&p->nall, memory_order_relaxed);
-    if (n < p->capall && rec->nmine < p->capall) {
-        if (rec->nmine == rec->capmine) {
-            unsigned cap = rec->capmine ? rec->capmine * 2 : 4;
-            knit_carpet **m = knit__realloc(rec->mine, cap * sizeof *m);
-            if (m == NULL) {
-                rc = knit__fail(KNIT_ENOMEM, "cannot grow this thread's "
-                                             "list of carpets to %u",
-                                cap);
-                goto out;
-            }
-            rec->mine = m;
-            rec->capmine = cap;
+    uint32_t nmine = atomic_load_explicit(&rec->nmine, memory_order_relaxed);
+    if (nmine == rec->capmine) {
+        unsigned cap = rec->capmine ? rec->capmine * 2 : 4;
+        knit_carpet *_Atomic *m = knit__realloc((void *)rec->mine,
+                                                cap * sizeof *m);
+        if (m == NULL) {
+            rc = knit__fail(KNIT_ENOMEM, "cannot grow this thread's "
+                                         "list of carpets to %u",
+                            cap);
+            goto out;
         }
+        rec->mine = m;
+        rec->capmine = cap;
+    }
+    c = knit__spare_take(p);
+    uint32_t n = atomic_load_explicit(&p->nall, memory_order_relaxed);
+    if (c == NULL && n < p->capall) {
         rc = knit__carpet_create(p->ops, &p->params, p->trace, p->trace_ctx, &c);
         if (rc < 0) {
             c = NULL;
@@ -163,7 +261,13 @@ static int knit__carpet_take(struct knit__pool *p, struct knit__producer *rec,
         /* release (and seq-cst, for the parking re-check's seq-cst load of
          * nall): the entry is written before workers can see it. */
         atomic_store_explicit(&p->nall, n + 1, memory_order_seq_cst);
-        rec->mine[rec->nmine++] = c;
+    }
+    if (c == NULL && knit__carpets_reclaim(p, rec) > 0)
+        c = knit__spare_take(p);
+    if (c != NULL) {
+        atomic_store_explicit(&rec->mine[nmine], c, memory_order_relaxed);
+        atomic_store_explicit(&rec->nmine, nmine + 1, memory_order_relaxed);
+        rec->cur = nmine;
     }
 out:
     pthread_mutex_unlock(&h->lock);
@@ -171,36 +275,68 @@ out:
     return c != NULL ? 0 : rc;
 }
 
-int knit__publish(struct knit__pool *p, struct knit__producer *rec,
-                  knit_future *f) {
-    knit__lane_task t;
-    memset(&t, 0, sizeof t);
-    t.future = f; /* the future carries fn and arg */
-    for (unsigned k = 0; k < rec->nmine; k++) {
-        unsigned i = (rec->cur + k) % rec->nmine;
-        knit_carpet *c = rec->mine[i];
-        if (knit__carpet_publish(c, &t, NULL, 0) >= 0) {
+/* The owner takes its record's hold for a publication. It waits only while
+ * a taker (under the pool lock, never waiting itself) moves carpets out. */
+static void knit__hold_enter(struct knit__producer *rec) {
+    uint32_t free_ = KNIT__HOLD_FREE;
+    /* acquire: pairs with a taker's release of hold (knit__carpets_reclaim):
+     * the list we read is the one it left. */
+    while (!atomic_compare_exchange_weak_explicit(&rec->hold, &free_,
+                                                  KNIT__HOLD_OWNER,
+                                                  memory_order_acquire,
+                                                  memory_order_relaxed)) {
+        free_ = KNIT__HOLD_FREE;
+        knit__cpu_relax();
+    }
+}
+
+static void knit__hold_exit(struct knit__producer *rec) {
+    /* release: pairs with a taker's acquire CAS: it sees the carpets'
+     * producer state as this publication left it. */
+    atomic_store_explicit(&rec->hold, KNIT__HOLD_FREE, memory_order_release);
+}
+
+static int knit__publish_held(struct knit__pool *p, struct knit__producer *rec,
+                              const knit__lane_task *t) {
+    uint32_t n = atomic_load_explicit(&rec->nmine, memory_order_relaxed);
+    for (unsigned k = 0; k < n; k++) {
+        unsigned i = (rec->cur + k) % n;
+        knit_carpet *c = atomic_load_explicit(&rec->mine[i], memory_order_relaxed);
+        if (knit__carpet_publish(c, t, NULL, 0) >= 0) {
             rec->cur = i;
             knit__carpet_flush(c); /* B1 of the parking protocol */
-            knit__pool_notify(p);
             return 0;
         }
     }
     knit_carpet *c;
     int rc = knit__carpet_take(p, rec, &c);
     if (rc < 0) return rc;
-    rec->cur = rec->nmine - 1;
-    int lane = knit__carpet_publish(c, &t, NULL, 0);
-    if (lane < 0) return lane; /* a fresh carpet is never full */
+    int lane = knit__carpet_publish(c, t, NULL, 0);
+    if (lane < 0) return lane; /* a taken carpet has a free lane */
     knit__carpet_flush(c);
-    knit__pool_notify(p);
     return 0;
 }
 
-/* Waits a little for room under max_pending or for a carpet: a task helps
- * (runs claimable tasks), an outside thread helps if a helper id is free,
- * else sleeps until a worker starts something. */
-static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec) {
+int knit__publish(struct knit__pool *p, struct knit__producer *rec,
+                  knit_future *f) {
+    knit__lane_task t;
+    memset(&t, 0, sizeof t);
+    t.future = f; /* the future carries fn and arg */
+    knit__hold_enter(rec);
+    int rc = knit__publish_held(p, rec, &t);
+    knit__hold_exit(rec);
+    if (rc == 0) knit__pool_notify(p);
+    return rc;
+}
+
+/* Waits a little for room under max_pending or (`carpet`) for a carpet
+ * with a free lane: a task helps (runs claimable tasks); an outside thread
+ * sleeps until a worker claims something (every claim retires lanes and
+ * starts tasks, and rings space_seq while someone waits), at most 1 ms, so
+ * space that appears without a claim (an exiting thread's carpets) is
+ * found too. */
+static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec,
+                             bool carpet) {
     struct knit__tls *tls = knit__tls_get();
     if (tls->worker != NULL && tls->worker->pool == p) {
         if (!knit__pool_run_some(p, tls->worker->id, tls->worker, rec))
@@ -210,8 +346,9 @@ static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec) {
     uint32_t seq = atomic_load_explicit(&p->space_seq, memory_order_acquire);
     /* seq-cst RMW then seq-cst load: pairs with knit__space_notify. */
     atomic_fetch_add_explicit(&p->space_waiters, 1, memory_order_seq_cst);
-    if (KNIT__PENDING(atomic_load_explicit(&p->counts, memory_order_seq_cst)) >=
-        (int64_t)p->max_pending) {
+    if (carpet ||
+        KNIT__PENDING(atomic_load_explicit(&p->counts, memory_order_seq_cst)) >=
+            (int64_t)p->max_pending) {
         struct timespec ts = {0, 1000000}; /* bounded: re-check state */
         syscall(SYS_futex, (uint32_t *)&p->space_seq, FUTEX_WAIT_PRIVATE, seq,
                 &ts, NULL, 0);
@@ -273,13 +410,16 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
         bool own = tls->worker != NULL && tls->worker->pool == p;
         if (st != KNIT__POOL_LIVE && !own)
             return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
-        knit__space_wait(p, rec);
+        knit__space_wait(p, rec, false);
     }
 }
 
-/* Publishes f (fn/arg set), already counted by knit__pending_acquire. */
+/* Publishes f (fn/arg set), already counted by knit__pending_acquire.
+ * With no carpet to be had: KNIT_EAGAIN under KNIT_FAIL, unless `bypass`
+ * (a continuation, which must run), else waits for lanes to free up. */
 static int knit__enqueue(knit_pool *h, struct knit__pool *p,
-                         struct knit__producer *rec, knit_future *f) {
+                         struct knit__producer *rec, knit_future *f,
+                         bool bypass) {
     for (;;) {
         int rc = knit__publish(p, rec, f);
         if (rc == 0) break;
@@ -287,13 +427,20 @@ static int knit__enqueue(knit_pool *h, struct knit__pool *p,
             knit__pending_undo(p);
             return rc;
         }
-        /* No carpet to be had: wait for lanes to free up. */
+        if (p->backpressure == KNIT_FAIL && !bypass) {
+            knit__pending_undo(p);
+            return knit__fail(KNIT_EAGAIN,
+                              "all %u carpets have every lane in flight or "
+                              "belong to threads that are submitting "
+                              "(backpressure KNIT_FAIL)",
+                              p->capall);
+        }
         uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
         if (st >= KNIT__POOL_STOPPING) {
             knit__pending_undo(p);
             return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
         }
-        knit__space_wait(p, rec);
+        knit__space_wait(p, rec, true);
     }
     knit__stat_add(&rec->submitted, 1);
     return 0;
@@ -410,7 +557,7 @@ int knit__submit(knit_pool *h, knit_fn fn, void *arg,
         return knit__fail(KNIT_ENOMEM, "cannot allocate a future");
     }
     knit__future_setup(f, fn, arg, pl, out != NULL);
-    rc = knit__enqueue(h, p, rec, f);
+    rc = knit__enqueue(h, p, rec, f, false);
     if (rc < 0) {
         knit__future_discard(f, rec);
         knit__pool_exit(h);
@@ -442,7 +589,7 @@ void knit__continuation_schedule(knit_future *g) {
     int rc = KNIT_ENOMEM;
     if (rec != NULL) {
         knit__pending_acquire(h, p, rec, true);
-        rc = knit__enqueue(h, p, rec, g); /* ENOMEM or ESHUTDOWN, undone */
+        rc = knit__enqueue(h, p, rec, g, true); /* ENOMEM or ESHUTDOWN, undone */
     }
     if (rc < 0) {
         uint32_t expect = KNIT__F_PENDING;

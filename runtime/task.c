@@ -59,7 +59,9 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
         return;
     }
     struct knit__tls *tls = knit__tls_get();
-    knit_task task = {p, f, 0, 0, NULL, NULL};
+    knit__fdq *q = &p->fdqs[tls->consumer];
+    knit_task task = {p, f, 0, 0, NULL, NULL, q, false};
+    uint32_t forks_at_entry = q->head;
     knit_task *outer = tls->current;
     tls->current = &task;
     unsigned depth = ++tls->depth;
@@ -72,6 +74,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     /* The timeline: one test of a pointer constant for the pool's life. */
     int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
     void *result = f->fn(&task, f->arg);
+    knit__fdq_check_joined(q, forks_at_entry, f->fn);
     tls->depth--;
     tls->current = outer;
     /* Counted before the settle, so an awaiter that wakes sees it. */
@@ -108,18 +111,18 @@ int knit_task_fail(knit_task *task, int code, const char *fmt, ...) {
 }
 
 bool knit_task_cancelled(const knit_task *task) {
-    if (task == NULL) return false;
+    if (task == NULL || task->pool == NULL) return false; /* a stub child */
     return atomic_load_explicit(&task->future->cancel, memory_order_acquire) ||
            atomic_load_explicit(&task->pool->handle->state,
                                 memory_order_acquire) == KNIT__POOL_CANCELLING;
 }
 
 knit_pool *knit_task_pool(const knit_task *task) {
-    return task != NULL ? task->pool->handle : NULL;
+    return task != NULL && task->pool != NULL ? task->pool->handle : NULL;
 }
 
 int knit_task_antecedent(const knit_task *task, void **result) {
-    if (task == NULL || task->future->antecedent == NULL)
+    if (task == NULL || task->frame_child || task->future->antecedent == NULL)
         return knit__fail(KNIT_EINVAL,
                           "knit_task_antecedent: not in a continuation");
     return knit__future_outcome(task->future->antecedent, result);

@@ -85,6 +85,21 @@ void *returns_buf(knit_task *task, void *) {
     return nullptr;
 }
 
+// A reduce that counts elements (as a double), and its combine.
+int reduce_count(void *, size_t b, size_t e, void *out) {
+    double n = static_cast<double>(e - b);
+    std::memcpy(out, &n, sizeof n);
+    return 0;
+}
+
+void reduce_add(void *, void *left, const void *right) {
+    double l, r;
+    std::memcpy(&l, left, sizeof l);
+    std::memcpy(&r, right, sizeof r);
+    l += r;
+    std::memcpy(left, &l, sizeof l);
+}
+
 // What a misuse made inside a task saw; the test thread checks it.
 struct InTask {
     int rc = 0;
@@ -1037,6 +1052,160 @@ std::vector<Case> table() {
                  KNIT_EINVAL, {"begin=10", "end=5"}});
     t.push_back({"parallel_for_after_destroy",
                  [](Env &) { return knit_parallel_for(dead_pool(), 0, 100, 10, range_ok, nullptr); },
+                 KNIT_ESHUTDOWN, {"destroyed"}});
+
+    // ---- fork-join frames ----
+    t.push_back({"fork_null_frame",
+                 [](Env &e) { return e.call([] { return knit_fork(nullptr, nullptr, add_one, nullptr); }); },
+                 KNIT_EINVAL, {"knit_fork", "frame is NULL"}});
+    t.push_back({"fork_null_fn",
+                 [](Env &e) {
+                     knit_frame fr;
+                     return e.call([&] { return knit_fork(nullptr, &fr, nullptr, nullptr); });
+                 },
+                 KNIT_EINVAL, {"knit_fork", "function is NULL"}});
+    t.push_back({"join_null_frame",
+                 [](Env &e) { return e.call([] { return knit_join(nullptr, nullptr, nullptr); }); },
+                 KNIT_EINVAL, {"knit_join", "frame is NULL"}});
+    t.push_back({"join_never_forked",
+                 [](Env &e) {
+                     knit_frame fr;
+                     std::memset(&fr, 0, sizeof fr);
+                     void *res = kSentinelFuture;
+                     int rc = e.call([&] { return knit_join(nullptr, &fr, &res); });
+                     EXPECT_EQ(kSentinelFuture, res) << "*result untouched";
+                     return rc;
+                 },
+                 KNIT_EINVAL, {"knit_join", "not forked"}});
+    t.push_back({"join_twice",
+                 [](Env &e) {
+                     knit_frame fr;
+                     EXPECT_EQ(0, knit_fork(nullptr, &fr, add_one, nullptr));
+                     EXPECT_EQ(0, knit_join(nullptr, &fr, nullptr));
+                     return e.call([&] { return knit_join(nullptr, &fr, nullptr); });
+                 },
+                 KNIT_EINVAL, {"knit_join", "joined already"}});
+    t.push_back({"join_not_lifo",
+                 [](Env &e) {
+                     InTask r;
+                     knit_future *f = nullptr;
+                     EXPECT_EQ(0, knit_submit(
+                                      e.shared,
+                                      [](knit_task *task, void *arg) -> void * {
+                                          knit_frame a, b;
+                                          knit_fork(task, &a, add_one, nullptr);
+                                          knit_fork(task, &b, add_one, nullptr);
+                                          void *res = kSentinelFuture;
+                                          auto *in = static_cast<InTask *>(arg);
+                                          in->record(knit_join(task, &a, &res));
+                                          in->untouched = res == kSentinelFuture;
+                                          // Nothing was popped: the right order works.
+                                          EXPECT_EQ(0, knit_join(task, &b, nullptr));
+                                          EXPECT_EQ(0, knit_join(task, &a, nullptr));
+                                          return nullptr;
+                                      },
+                                      &r, &f));
+                     EXPECT_EQ(0, knit_await(f, -1, nullptr));
+                     EXPECT_EQ(0, knit_future_release(f));
+                     EXPECT_TRUE(r.untouched);
+                     return e.from_task(r);
+                 },
+                 KNIT_EINVAL, {"knit_join", "LIFO", "newest first"}});
+    t.push_back({"join_by_another_task",
+                 [](Env &e) {
+                     InTask r;
+                     knit_future *f = nullptr;
+                     EXPECT_EQ(0, knit_submit(
+                                      e.shared,
+                                      [](knit_task *task, void *arg) -> void * {
+                                          knit_frame a;
+                                          knit_fork(task, &a, add_one, nullptr);
+                                          static_cast<InTask *>(arg)->record(
+                                              knit_join(nullptr, &a, nullptr));
+                                          EXPECT_EQ(0, knit_join(task, &a, nullptr));
+                                          return nullptr;
+                                      },
+                                      &r, &f));
+                     EXPECT_EQ(0, knit_await(f, -1, nullptr));
+                     EXPECT_EQ(0, knit_future_release(f));
+                     return e.from_task(r);
+                 },
+                 KNIT_EINVAL, {"knit_join", "another task"}});
+    t.push_back({"take_buf_in_frame_child",
+                 [](Env &e) {
+                     InTask r;
+                     knit_frame fr;
+                     // Outside a task the child runs at the fork, on this thread.
+                     EXPECT_EQ(0, knit_fork(nullptr, &fr,
+                                            [](knit_task *task, void *arg) -> void * {
+                                                knit_buf mine = knit_buf_malloced(std::malloc(4), 4);
+                                                static_cast<InTask *>(arg)->record(
+                                                    knit_task_return_buf(task, &mine));
+                                                static_cast<InTask *>(arg)->untouched =
+                                                    mine.data != nullptr;
+                                                knit_buf_free(&mine);
+                                                return nullptr;
+                                            },
+                                            &r));
+                     EXPECT_EQ(0, knit_join(nullptr, &fr, nullptr));
+                     EXPECT_TRUE(r.untouched) << "the caller keeps its buffer";
+                     return e.from_task(r);
+                 },
+                 KNIT_EINVAL, {"knit_task_return_buf", "knit_fork"}});
+
+    // ---- parallel_reduce ----
+    t.push_back({"parallel_reduce_null_body",
+                 [](Env &e) {
+                     double r = 0;
+                     return e.call([&] {
+                         return knit_parallel_reduce(e.shared, 0, 10, 1, sizeof r, nullptr,
+                                                     reduce_add, nullptr, &r);
+                     });
+                 },
+                 KNIT_EINVAL, {"knit_parallel_reduce", "NULL body"}});
+    t.push_back({"parallel_reduce_null_combine",
+                 [](Env &e) {
+                     double r = 0;
+                     return e.call([&] {
+                         return knit_parallel_reduce(e.shared, 0, 10, 1, sizeof r, reduce_count,
+                                                     nullptr, nullptr, &r);
+                     });
+                 },
+                 KNIT_EINVAL, {"knit_parallel_reduce", "NULL combine"}});
+    t.push_back({"parallel_reduce_null_result",
+                 [](Env &e) {
+                     return e.call([&] {
+                         return knit_parallel_reduce(e.shared, 0, 10, 1, 8, reduce_count,
+                                                     reduce_add, nullptr, nullptr);
+                     });
+                 },
+                 KNIT_EINVAL, {"knit_parallel_reduce", "NULL result"}});
+    t.push_back({"parallel_reduce_value_too_big",
+                 [](Env &e) {
+                     double r = 7;
+                     int rc = e.call([&] {
+                         return knit_parallel_reduce(e.shared, 0, 10, 1, KNIT_REDUCE_MAX_VALUE + 1,
+                                                     reduce_count, reduce_add, nullptr, &r);
+                     });
+                     EXPECT_EQ(7, r) << "*result untouched";
+                     return rc;
+                 },
+                 KNIT_EINVAL, {"value_size=" + str(KNIT_REDUCE_MAX_VALUE + 1), str(KNIT_REDUCE_MAX_VALUE)}});
+    t.push_back({"parallel_reduce_begin_after_end",
+                 [](Env &e) {
+                     double r = 0;
+                     return e.call([&] {
+                         return knit_parallel_reduce(e.shared, 9, 3, 1, sizeof r, reduce_count,
+                                                     reduce_add, nullptr, &r);
+                     });
+                 },
+                 KNIT_EINVAL, {"begin=9", "end=3"}});
+    t.push_back({"parallel_reduce_after_destroy",
+                 [](Env &) {
+                     double r = 0;
+                     return knit_parallel_reduce(dead_pool(), 0, 10, 1, sizeof r, reduce_count,
+                                                 reduce_add, nullptr, &r);
+                 },
                  KNIT_ESHUTDOWN, {"destroyed"}});
 
     // ---- pipelines ----

@@ -68,6 +68,7 @@ static const workload WORKLOADS[] = {
     {"fib", {"knit", "tbb", "omp", "serial"}, {"fib", "fib-task"}},
     {"skynet", {"knit", "tbb", "omp", "serial"}, {NULL}},
     {"pipeline", {"knit", "tbb"}, {NULL}},
+    {"reduce", {"knit", "tbb", "omp", "serial"}, {NULL}},
     {"pgzip", {"knit", "pigz"}, {NULL}},
     {"idle", {"knit", "tbb", "glib"}, {NULL}},
     {"wake", {"knit", "tbb", "glib"}, {NULL}},
@@ -77,8 +78,9 @@ static const workload WORKLOADS[] = {
 
 /* Display order of the result rows. */
 static const char *const ROW_ORDER[] = {
-    "rtt",      "throughput-1", "throughput-4", "fib",  "fib-task",   "skynet",
-    "pipeline", "pgzip",        "idle",         "wake", "floor-line", "floor-futex",
+    "rtt",      "throughput-1", "throughput-4", "fib",        "fib-task",
+    "skynet",   "pipeline",     "reduce",       "pgzip",      "idle",
+    "wake",     "floor-line",   "floor-futex",
 };
 #define NROW_ORDER (sizeof ROW_ORDER / sizeof ROW_ORDER[0])
 
@@ -218,7 +220,8 @@ static void usage(FILE *f) {
             "  --threads N      worker threads for every runtime (default 2)\n"
             "  --reps R         repetitions per row and runtime (default 5; quick 3)\n"
             "  --rows LIST      only these rows (comma-separated): rtt,throughput-1,\n"
-            "                   throughput-4,fib,skynet,pipeline,pgzip,idle,wake,floor\n"
+            "                   throughput-4,fib,skynet,pipeline,reduce,pgzip,idle,wake,\n"
+            "                   floor\n"
             "  --runtimes LIST  only these runtimes: knit,tbb,omp,glib,uv,pigz,serial,machine\n"
             "  --verbose        show the workloads' INFO lines\n"
             "  --no-timeline    skip the ticket+tl variant (ticket with the timeline\n"
@@ -919,6 +922,7 @@ static const target TARGETS[] = {
     {"fib", "tbb", "fib", 0.5, 1, "<= 0.5x TBB's time"},
     {"skynet", "tbb", "skynet", 0.5, 1, "<= 0.5x TBB's time"},
     {"pipeline", "tbb", "pipeline", 1, 0, ">= TBB's GiB/s"},
+    {"reduce", "tbb", "reduce", 1, 0, ">= TBB's GiB/s (issue 12)"},
     {"pgzip", "pigz", "pgzip", 1, 0, ">= pigz's MiB/s"},
     {"idle", "", NULL, 1, 1, "<= 1 ms of CPU per 2 s"},
     {"wake", "machine", "floor-futex", 1.5, 1, "<= 1.5x the futex round trip"},

@@ -164,6 +164,8 @@ static void row_tp4(void) {
 
 /* ---- fib ---- */
 
+static void row_fib_frames(knit_pool *pool);
+
 static void *fib_task(knit_task *t, void *arg) {
     intptr_t n = (intptr_t)arg;
     if (n < 2) return arg;
@@ -199,7 +201,63 @@ static void row_fib(void) {
         if ((intptr_t)r != want) wu_die("fib(%d) = %ld, expected %ld", n, (long)(intptr_t)r, (long)want);
         wu_fib_results(&O, rep, n, (double)(t1 - t0));
     }
+    row_fib_frames(pool);
     destroy_pool(pool);
+}
+
+/* The same rows with fork-join frames (knit_fork / knit_join) in place of
+ * futures, reported as variant "<sched>+frames". */
+static wu_opts frames_opts(void) {
+    static char name[24];
+    snprintf(name, sizeof name, "%.16s+frames", O.variant);
+    wu_opts o = O;
+    o.variant = name;
+    return o;
+}
+
+static void *fib_frames_task(knit_task *t, void *arg) {
+    intptr_t n = (intptr_t)arg;
+    if (n < 2) return arg;
+    knit_frame fr;
+    int rc = knit_fork(t, &fr, fib_frames_task, (void *)(n - 1));
+    if (rc != 0) {
+        task_error(rc);
+        return NULL;
+    }
+    intptr_t b = (intptr_t)fib_frames_task(t, (void *)(n - 2));
+    void *ra = NULL;
+    rc = knit_join(t, &fr, &ra);
+    if (rc != 0) task_error(rc);
+    return (void *)((intptr_t)ra + b);
+}
+
+/* Runs root(arg) as one submitted task and awaits it; *ns: how long. */
+static void *run_root_timed(knit_pool *pool, knit_fn root, void *arg, const char *row,
+                            int64_t *ns) {
+    int64_t t0 = wu_now_ns();
+    knit_future *f;
+    int rc = knit_submit(pool, root, arg, &f);
+    if (rc != 0) wu_die("%s: knit_submit: %s", row, knit_last_error());
+    void *r = NULL;
+    rc = knit_await(f, -1, &r);
+    *ns = wu_now_ns() - t0;
+    if (rc != 0) wu_die("%s: knit_await: %s", row, knit_last_error());
+    knit_future_release(f);
+    check_task_errors(row);
+    return r;
+}
+
+static void row_fib_frames(knit_pool *pool) {
+    wu_opts fo = frames_opts();
+    int n = WU_FIB_N(O.quick);
+    intptr_t want = (intptr_t)wu_fib_serial(n);
+    for (unsigned rep = 0; rep <= O.reps; rep++) {
+        int64_t ns;
+        void *r = run_root_timed(pool, fib_frames_task, (void *)(intptr_t)n, "fib", &ns);
+        if ((intptr_t)r != want)
+            wu_die("fib(%d) by frames = %ld, expected %ld", n, (long)(intptr_t)r, (long)want);
+        wu_fib_results(&fo, rep, n, (double)ns);
+    }
 }
 
 /* ---- skynet ---- */
@@ -230,6 +288,40 @@ static void *skynet_task(knit_task *t, void *arg) {
     return (void *)(uintptr_t)sum;
 }
 
+static void *skynet_frames_task(knit_task *t, void *arg) {
+    uint64_t a = (uintptr_t)arg, num = a >> 32, size = a & 0xffffffffu;
+    if (size == 1) return (void *)(uintptr_t)num;
+    uint64_t sub = size / 10, sum = 0;
+    knit_frame fr[10];
+    for (unsigned i = 0; i < 10; i++) {
+        int rc = knit_fork(t, &fr[i], skynet_frames_task,
+                           (void *)(uintptr_t)(((num + i * sub) << 32) | sub));
+        if (rc != 0) task_error(rc);
+    }
+    for (unsigned i = 10; i-- > 0;) {
+        void *r = NULL;
+        int rc = knit_join(t, &fr[i], &r);
+        if (rc != 0) task_error(rc);
+        sum += (uintptr_t)r;
+    }
+    return (void *)(uintptr_t)sum;
+}
+
+static void row_skynet_frames(knit_pool *pool) {
+    wu_opts fo = frames_opts();
+    int depth = WU_SKYNET_DEPTH(O.quick);
+    uint64_t leaves = wu_pow10(depth), want = wu_skynet_sum(depth);
+    for (unsigned rep = 0; rep <= O.reps; rep++) {
+        int64_t ns;
+        void *r = run_root_timed(pool, skynet_frames_task, (void *)(uintptr_t)leaves,
+                                 "skynet", &ns);
+        if ((uint64_t)(uintptr_t)r != want)
+            wu_die("skynet by frames: sum %llu, expected %llu",
+                   (unsigned long long)(uintptr_t)r, (unsigned long long)want);
+        if (rep > 0) wu_result(&fo, "skynet", rep, (double)ns / 1e6, "ms", "lower");
+    }
+}
+
 static void row_skynet(void) {
     knit_pool *pool = make_pool();
     int depth = WU_SKYNET_DEPTH(O.quick);
@@ -250,6 +342,7 @@ static void row_skynet(void) {
                    (unsigned long long)want);
         if (rep > 0) wu_result(&O, "skynet", rep, (double)(t1 - t0) / 1e6, "ms", "lower");
     }
+    row_skynet_frames(pool);
     destroy_pool(pool);
 }
 
@@ -353,6 +446,49 @@ static void row_pipeline(void) {
     destroy_pool(pool);
 }
 
+/* ---- reduce ----
+ *
+ * knit_parallel_reduce over the shared array: the body sums a piece with
+ * wu_sum_range, the combine adds. Reported with grain 0 (the default:
+ * (end - begin) / 256 per piece) as the discipline's own variant. */
+
+static const double *g_reduce_a;
+
+static int reduce_body(void *ctx, size_t b, size_t e, void *out) {
+    (void)ctx;
+    *(double *)out = wu_sum_range(g_reduce_a, b, e, 0.0);
+    return 0;
+}
+
+static void reduce_combine(void *ctx, void *left, const void *right) {
+    (void)ctx;
+    *(double *)left += *(const double *)right;
+}
+
+static void reduce_reps(knit_pool *pool, const wu_opts *o, size_t n, size_t grain) {
+    for (unsigned rep = 0; rep <= o->reps; rep++) { /* rep 0: warm-up */
+        double sum = -1;
+        wu_clobber(g_reduce_a);
+        int64_t t0 = wu_now_ns();
+        int rc = knit_parallel_reduce(pool, 0, n, grain, sizeof sum, reduce_body,
+                                      reduce_combine, NULL, &sum);
+        int64_t t1 = wu_now_ns();
+        if (rc != 0) wu_die("reduce: knit_parallel_reduce: %s", knit_last_error());
+        wu_reduce_check(o->variant, sum, n);
+        if (rep > 0) wu_result(o, "reduce", rep, wu_reduce_gibs(n, t1 - t0), "GiB/s", "higher");
+    }
+}
+
+static void row_reduce(void) {
+    size_t n = WU_REDUCE_N(O.quick);
+    double *a = wu_reduce_array(n);
+    g_reduce_a = a;
+    knit_pool *pool = make_pool();
+    reduce_reps(pool, &O, n, 0);
+    destroy_pool(pool);
+    free(a);
+}
+
 /* ---- idle ---- */
 
 static void burst(knit_pool *pool) {
@@ -445,6 +581,7 @@ int main(int argc, char **argv) {
     else if (wu_is(&O, "fib")) row_fib();
     else if (wu_is(&O, "skynet")) row_skynet();
     else if (wu_is(&O, "pipeline")) row_pipeline();
+    else if (wu_is(&O, "reduce")) row_reduce();
     else if (wu_is(&O, "idle")) row_idle();
     else if (wu_is(&O, "wake")) row_wake();
     else wu_unknown_row(&O);

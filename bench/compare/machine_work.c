@@ -4,6 +4,7 @@
  *   machine_work --row floor  [--reps R] [--quick]   # rows floor-line, floor-futex
  *   machine_work --row fib    [--reps R] [--quick]   # serial fib, runtime "serial"
  *   machine_work --row skynet [--reps R] [--quick]   # serial skynet
+ *   machine_work --row reduce [--reps R] [--quick]   # serial sum of the array
  *
  * floor-line: two threads pass one cache line back and forth (each spins
  * until the other's write arrives); ns per round trip. floor-futex: the
@@ -149,6 +150,20 @@ static void row_skynet(void) {
     }
 }
 
+static void row_reduce(void) {
+    size_t n = WU_REDUCE_N(O.quick);
+    double *a = wu_reduce_array(n);
+    for (unsigned rep = 0; rep <= O.reps; rep++) {
+        wu_clobber(a);
+        int64_t t0 = wu_now_ns();
+        double sum = wu_sum_range(a, 0, n, 0.0);
+        int64_t t1 = wu_now_ns();
+        wu_reduce_check("serial", sum, n);
+        if (rep > 0) wu_result(&O, "reduce", rep, wu_reduce_gibs(n, t1 - t0), "GiB/s", "higher");
+    }
+    free(a);
+}
+
 int main(int argc, char **argv) {
     O = wu_parse(argc, argv, "machine");
     if (wu_is(&O, "floor")) {
@@ -159,6 +174,9 @@ int main(int argc, char **argv) {
     } else if (wu_is(&O, "skynet")) {
         O.runtime = "serial";
         row_skynet();
+    } else if (wu_is(&O, "reduce")) {
+        O.runtime = "serial";
+        row_reduce();
     } else {
         wu_unknown_row(&O);
     }

@@ -8,6 +8,8 @@
  *   throughput-1  one producer in `omp single` creates n `omp task`s; the
  *                 barrier at the end of the single construct waits for them
  *   fib, skynet   `omp task` per child (shared result), `omp taskwait`
+ *   reduce        `omp parallel for reduction(+:sum) schedule(static)` over
+ *                 the array (work_util.h)
  * Output: see work_util.h. */
 #define _GNU_SOURCE
 #include <omp.h>
@@ -90,12 +92,29 @@ static void row_skynet(void) {
     }
 }
 
+static void row_reduce(void) {
+    size_t n = WU_REDUCE_N(O.quick);
+    double *a = wu_reduce_array(n);
+    for (unsigned rep = 0; rep <= O.reps; rep++) {
+        double sum = 0;
+        wu_clobber(a);
+        int64_t t0 = wu_now_ns();
+#pragma omp parallel for num_threads(O.threads) schedule(static) reduction(+ : sum)
+        for (size_t i = 0; i < n; i++) sum += a[i];
+        int64_t t1 = wu_now_ns();
+        wu_reduce_check("omp", sum, n);
+        if (rep > 0) wu_result(&O, "reduce", rep, wu_reduce_gibs(n, t1 - t0), "GiB/s", "higher");
+    }
+    free(a);
+}
+
 int main(int argc, char **argv) {
     O = wu_parse(argc, argv, "omp");
     omp_set_dynamic(0);
     if (wu_is(&O, "throughput-1")) row_tp1();
     else if (wu_is(&O, "fib")) row_fib();
     else if (wu_is(&O, "skynet")) row_skynet();
+    else if (wu_is(&O, "reduce")) row_reduce();
     else wu_unknown_row(&O);
     return 0;
 }

@@ -15,9 +15,20 @@
 //             serial_in_order filters, 4 * N live tokens
 //   wake      task_arena::enqueue(f) (fire and forget); the sampler naps
 //             until the task sets a flag (work_util.h)
+//   reduce    tbb::parallel_reduce, the functional form: blocked_range,
+//             identity 0.0, a body that adds the range into its init
+//             (wu_sum_range), std::plus<double>(), the default
+//             auto_partitioner (the threads: global_control, as above);
+//             and, as variant "det", tbb::parallel_deterministic_reduce
+//             with the same body and combine. It uses simple_partitioner,
+//             which splits down to the range's grain (default 1), so the
+//             range gets grain n / 256, knit's default: both then fold
+//             the same 256 pieces in a fixed shape.
 // Output: see work_util.h.
+#include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/parallel_reduce.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
@@ -25,6 +36,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -277,6 +289,40 @@ void row_wake() {
     }
 }
 
+// ---- reduce ----
+
+template <typename Reduce>
+void reduce_reps(const wu_opts &o, const double *a, size_t n, Reduce reduce) {
+    for (unsigned rep = 0; rep <= o.reps; rep++) {  // rep 0: warm-up
+        wu_clobber(a);
+        int64_t t0 = wu_now_ns();
+        double sum = reduce();
+        int64_t t1 = wu_now_ns();
+        wu_reduce_check(strcmp(o.variant, "-") ? "tbb det" : "tbb", sum, n);
+        if (rep > 0) wu_result(&o, "reduce", rep, wu_reduce_gibs(n, t1 - t0), "GiB/s", "higher");
+    }
+}
+
+void row_reduce() {
+    size_t n = WU_REDUCE_N(O.quick);
+    double *a = wu_reduce_array(n);
+    auto body = [a](const tbb::blocked_range<size_t> &r, double init) {
+        return wu_sum_range(a, r.begin(), r.end(), init);
+    };
+    reduce_reps(O, a, n, [&] {
+        return tbb::parallel_reduce(tbb::blocked_range<size_t>(0, n), 0.0, body,
+                                    std::plus<double>());
+    });
+    wu_opts det = O;
+    det.variant = "det";
+    size_t grain = n / 256;
+    reduce_reps(det, a, n, [&] {
+        return tbb::parallel_deterministic_reduce(tbb::blocked_range<size_t>(0, n, grain), 0.0,
+                                                  body, std::plus<double>());
+    });
+    free(a);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -290,6 +336,7 @@ int main(int argc, char **argv) {
     else if (wu_is(&O, "pipeline")) row_pipeline();
     else if (wu_is(&O, "idle")) row_idle();
     else if (wu_is(&O, "wake")) row_wake();
+    else if (wu_is(&O, "reduce")) row_reduce();
     else wu_unknown_row(&O);
     return 0;
 }

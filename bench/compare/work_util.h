@@ -66,6 +66,7 @@ typedef _Atomic int wu_atomic_int;
 #define WU_WAKE_GAP_MS 20                              /* so every worker parks */
 #define WU_FLOOR_LINE_N(q) ((q) ? 20000u : 200000u)
 #define WU_FLOOR_FUTEX_N(q) ((q) ? 2000u : 20000u)
+#define WU_REDUCE_N(q) ((size_t)1 << ((q) ? 20 : 26)) /* doubles (8 MiB / 512 MiB) */
 
 /* ---- options ---- */
 
@@ -380,6 +381,50 @@ static inline uint64_t wu_pipe_expected(unsigned nbufs) {
 /* GiB/s of a pipeline run of nbufs buffers in ns. */
 static inline double wu_pipe_gibs(unsigned nbufs, int64_t ns) {
     return (double)nbufs * (double)WU_PIPE_BYTES / (double)(1u << 30) / ((double)ns * 1e-9);
+}
+
+/* ---- the reduce row ----
+ *
+ * The sum of n doubles a[i] = (i % 1024) * 0.5, filled once outside the
+ * timing. Every value and every partial sum is a multiple of 0.5 below
+ * 2^36, exactly representable, so any association of the additions (any
+ * split, any thread count, any combine order) gives exactly
+ * (n / 1024) * 0.5 * (1023 * 1024 / 2): the check is an exact equality.
+ * Each runtime's per-piece body is the same plain loop (wu_sum_range; for
+ * OpenMP the loop under `reduction(+:sum)`): one accumulator, no fast-math,
+ * so the compiler keeps the serial add chain in every runtime alike. The
+ * figure is GiB/s of the array read per sum (higher is better). */
+
+static inline double *wu_reduce_array(size_t n) {
+    double *a = NULL;
+    if (posix_memalign((void **)&a, 64, n * sizeof *a) != 0) wu_die("out of memory");
+    for (size_t i = 0; i < n; i++) a[i] = (double)(i % 1024) * 0.5;
+    return a;
+}
+
+static inline double wu_reduce_expected(size_t n) {
+    return (double)(n / 1024) * 0.5 * (1023.0 * 1024.0 / 2.0);
+}
+
+/* init + a[b] + ... + a[e - 1], left to right. */
+static inline double wu_sum_range(const double *a, size_t b, size_t e, double init) {
+    for (size_t i = b; i < e; i++) init += a[i];
+    return init;
+}
+
+/* Keeps the compiler from hoisting a repeated sum of an unchanged array
+ * out of the repetition loop (the array may have changed, as far as it
+ * knows). */
+static inline void wu_clobber(const void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
+
+static inline void wu_reduce_check(const char *who, double got, size_t n) {
+    double want = wu_reduce_expected(n);
+    if (got != want) wu_die("reduce (%s): sum %.17g, expected %.17g", who, got, want);
+}
+
+/* GiB/s of one sum of n doubles in ns. */
+static inline double wu_reduce_gibs(size_t n, int64_t ns) {
+    return (double)n * sizeof(double) / (double)(1u << 30) / ((double)ns * 1e-9);
 }
 
 #endif /* KNIT_BENCH_WORK_UTIL_H */

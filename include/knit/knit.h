@@ -41,6 +41,9 @@ typedef struct knit_task knit_task; /* context of a running task */
  * only during the call. */
 typedef void *(*knit_fn)(knit_task *task, void *arg);
 
+/* knit_fork / knit_join: fork-join frames beside futures. */
+#include "knit/fork.h"
+
 enum knit_backpressure {
     KNIT_BLOCK = 0, /* a submit at the bound waits (a task helps instead) */
     KNIT_FAIL = 1,  /* a submit at the bound returns KNIT_EAGAIN */
@@ -95,8 +98,13 @@ int knit_pool_destroy(knit_pool *pool, int how);
 
 /* Submits fn(task, arg). On success *out (if out is not NULL) is a future
  * the caller owns and must release; with out == NULL the task runs detached.
- * KNIT_EAGAIN (KNIT_FAIL policy, at max_pending), KNIT_ESHUTDOWN,
- * KNIT_EINVAL, KNIT_ENOMEM. No allocation in steady state. */
+ * KNIT_EAGAIN (KNIT_FAIL policy: at max_pending, or every carpet in the
+ * pool full or in use by a thread that is submitting at that moment),
+ * KNIT_ESHUTDOWN, KNIT_EINVAL, KNIT_ENOMEM. No allocation in steady state.
+ * Each submitting thread publishes into carpets of its own; when the pool
+ * has none left, a submit takes spare carpets (those of exited threads)
+ * or those of threads that are not submitting, so it never waits while
+ * idle carpets exist, whoever grew them. */
 int knit_submit(knit_pool *pool, knit_fn fn, void *arg, knit_future **out);
 
 /* Waits for a future. timeout_ns < 0: no limit; 0: just test. Returns the
@@ -240,6 +248,27 @@ typedef int (*knit_range_fn)(void *ctx, size_t begin, size_t end);
 int knit_parallel_for(knit_pool *pool, size_t begin, size_t end, size_t grain,
                       knit_range_fn fn, void *ctx);
 
+/* ---- parallel_reduce ---- */
+
+/* Reduces [begin, end): body(ctx, b, e, out) computes the value of a piece
+ * [b, e) into out (value_size bytes, at most KNIT_REDUCE_MAX_VALUE,
+ * aligned like malloc's memory); combine(ctx, left, right) folds the value
+ * of the piece just right of `left` into `left`. The result (the fold of
+ * every piece, left to right) lands in *result. The pieces and the shape
+ * of the fold depend only on begin, end and grain (0: (end - begin) / 256,
+ * at least 1), never on the thread count or on who ran what, so an
+ * associative combine gives the same bits on any pool, even for floating
+ * point. begin == end: body(ctx, begin, begin, result) gives the identity.
+ * 0, KNIT_EINVAL, or the first failure (a negative return of body) with
+ * its message in knit_last_error(); pieces that start after a failure are
+ * skipped. Runs on fork-join frames; nests inside tasks. */
+#define KNIT_REDUCE_MAX_VALUE 256
+typedef int (*knit_reduce_body)(void *ctx, size_t begin, size_t end, void *out);
+typedef void (*knit_reduce_combine)(void *ctx, void *left, const void *right);
+int knit_parallel_reduce(knit_pool *pool, size_t begin, size_t end, size_t grain,
+                         size_t value_size, knit_reduce_body body,
+                         knit_reduce_combine combine, void *ctx, void *result);
+
 /* ---- pipelines ----
  *
  * Items are knit_bufs that pass from stage to stage by move (no copies).
@@ -352,6 +381,9 @@ typedef struct knit_pool_stats_t {
     uint64_t pending;         /* submitted, not yet started (now) */
     uint64_t pending_high;    /* high-water mark of pending */
     uint64_t carpets;         /* carpets created */
+    uint64_t carpets_spare;   /* of those, owned by no thread now */
+    uint64_t carpets_moved;   /* taken from an idle thread that held them */
+    uint64_t frames_stolen;   /* knit_fork children run by a thief */
     uint64_t helped;          /* tasks run by threads awaiting (not workers) */
     uint64_t help_depth_max;  /* deepest nesting of await-runs-a-task */
     uint64_t arena_bytes;     /* payload arena: bytes in use */

@@ -25,6 +25,9 @@
  *   --depth D          nested-submit depth (3; at most 8)
  *   --then R           fraction with a continuation, knit_future_then (0.03)
  *   --window N         futures each producer keeps in flight (32)
+ *   --churn N          producers live in bursts of 1..N tasks with windows
+ *                      of 1..--window, every other burst on a fresh thread
+ *                      that exits after it (0: off; see producer_main)
  *   --seed S           seed of every random choice (1): each task's plan and
  *                      bytes are a function of (seed, task id)
  *   --arena-mb N       pool arena_bytes in MiB (64)
@@ -116,6 +119,7 @@ static struct config {
     size_t max_size;
     double cancel, fail, timeout, nest, then;
     unsigned depth, window;
+    uint64_t churn;
     uint64_t seed;
     size_t arena_mb, max_pending;
     double progress, hang;
@@ -1215,10 +1219,12 @@ static void complete(struct producer *pr, struct sub *s) {
     memset(s, 0, sizeof *s);
 }
 
-static void *producer_main(void *arg) {
-    struct producer *pr = arg;
-    unsigned w = cfg.window, head = 0, count = 0;
-    for (uint64_t seq = 0; seq < pr->quota; seq++) {
+/* Submits tasks [from, to) of pr's quota keeping at most w in flight, then
+ * completes them all. */
+static void producer_segment(struct producer *pr, uint64_t from, uint64_t to,
+                             unsigned w) {
+    unsigned head = 0, count = 0;
+    for (uint64_t seq = from; seq < to; seq++) {
         if (cfg.seconds > 0 && now_ns() >= g_end_ns) break; /* time is up */
         uint64_t id = ((uint64_t)(pr->index + 1) << 40) | seq;
         struct plan p = make_plan(id, 0, false);
@@ -1252,6 +1258,50 @@ static void *producer_main(void *arg) {
         count--;
         head = (head + 1) % w;
     }
+}
+
+/* One life of a churning producer: a segment on a thread of its own. */
+struct life {
+    struct producer *pr;
+    uint64_t from, to;
+    unsigned window;
+};
+
+static void *life_main(void *arg) {
+    struct life *l = arg;
+    producer_segment(l->pr, l->from, l->to, l->window);
+    return NULL;
+}
+
+/* Without --churn: the whole quota on this thread, window --window. With
+ * --churn N: lives of 1..N tasks with windows of 1..--window, alternately
+ * on this thread and on a fresh thread that exits after its life (this
+ * thread then sits idle in pthread_join, holding the carpets its last
+ * burst grew, while the new thread bursts: carpets change hands both
+ * ways). The producer's ring, grave and arena share pass from life to
+ * life through pthread_create and pthread_join. */
+static void *producer_main(void *arg) {
+    struct producer *pr = arg;
+    if (cfg.churn == 0) {
+        producer_segment(pr, 0, pr->quota, cfg.window);
+        return NULL;
+    }
+    rng r = {cfg.seed ^ mix64(0xC4u + pr->index)};
+    uint64_t seq = 0;
+    for (unsigned n = 0; seq < pr->quota; n++) {
+        if (cfg.seconds > 0 && now_ns() >= g_end_ns) break;
+        uint64_t len = rng_range(&r, 1, cfg.churn);
+        struct life l = {pr, seq, pr->quota - seq < len ? pr->quota : seq + len,
+                         (unsigned)rng_range(&r, 1, cfg.window)};
+        if (n % 2 == 0) {
+            producer_segment(pr, l.from, l.to, l.window);
+        } else {
+            pthread_t t;
+            CHECK(pthread_create(&t, NULL, life_main, &l) == 0, "pthread_create");
+            pthread_join(t, NULL);
+        }
+        seq = l.to;
+    }
     return NULL;
 }
 
@@ -1275,13 +1325,13 @@ static void stats_print(FILE *out, const char *tag) {
             " failed=%" PRIu64 " pending=%" PRIu64 " pending_high=%" PRIu64
             " helped=%" PRIu64 " help_depth_max=%" PRIu64 " arena_bytes=%" PRIu64
             " arena_high=%" PRIu64 " arena_allocs=%" PRIu64 " arena_failures=%" PRIu64
-            " carpets=%" PRIu64 "; ours submitted=%" PRIu64 " runs=%" PRIu64
+            " carpets=%" PRIu64 " spare=%" PRIu64 " moved=%" PRIu64 "; ours submitted=%" PRIu64 " runs=%" PRIu64
             " finished=%" PRIu64 " cancels_ok=%" PRIu64 " failures=%" PRIu64
             " moved=%" PRIu64 "/%" PRIu64 "\n",
             tag, st.submitted, st.completed, st.tasks_run, st.cancelled, st.skipped,
             st.failed, st.pending, st.pending_high, st.helped, st.help_depth_max,
             st.arena_bytes, st.arena_high, st.arena_allocs, st.arena_failures,
-            st.carpets, cnt_get(&C.submitted), cnt_get(&C.runs),
+            st.carpets, st.carpets_spare, st.carpets_moved, cnt_get(&C.submitted), cnt_get(&C.runs),
             cnt_get(&C.finished), cnt_get(&C.cancels_ok), cnt_get(&C.failures),
             cnt_get(&C.moved_freed), cnt_get(&C.moved_made));
     fflush(out);
@@ -1441,7 +1491,8 @@ static void usage(FILE *out) {
             "usage: stress [--producers N] [--workers N] [--sched NAME]\n"
             "              [--tasks N | --seconds S] [--mix none,inline,arena,binary,moved]\n"
             "              [--max-size BYTES] [--cancel R] [--fail R] [--timeout R]\n"
-            "              [--nest R] [--depth D] [--then R] [--window N] [--seed S]\n"
+            "              [--nest R] [--depth D] [--then R] [--window N] [--churn N]\n"
+            "              [--seed S]\n"
             "              [--arena-mb N] [--max-pending N] [--progress S] [--hang S]\n"
             "defaults: 3 producers, 2 workers, ticket, %u tasks, mix 10,25,20,20,25,\n"
             "max-size 1M, cancel/fail/timeout/nest 0.05, depth 3, then 0.03,\n"
@@ -1544,6 +1595,9 @@ static void parse_args(int argc, char **argv) {
             if (cfg.depth > 8) bad_arg(name, v);
         } else if (strcmp(name, "--then") == 0) {
             cfg.then = parse_double(name, v, 0, 1);
+        } else if (strcmp(name, "--churn") == 0) {
+            cfg.churn = parse_u64(name, v);
+            if (cfg.churn > (1u << 24)) bad_arg(name, v);
         } else if (strcmp(name, "--window") == 0) {
             cfg.window = (unsigned)parse_u64(name, v);
             if (cfg.window < 1 || cfg.window > 65536) bad_arg(name, v);
@@ -1594,12 +1648,12 @@ int main(int argc, char **argv) {
     }
     printf("stress: sched=%s producers=%u workers=%u %s=%.*f mix=%u,%u,%u,%u,%u "
            "max-size=%zu cancel=%.3f fail=%.3f timeout=%.3f nest=%.3f depth=%u "
-           "then=%.3f window=%u seed=%" PRIu64 "%s\n",
+           "then=%.3f window=%u churn=%" PRIu64 " seed=%" PRIu64 "%s\n",
            cfg.sched, cfg.producers, cfg.workers,
            cfg.seconds > 0 ? "seconds" : "tasks", cfg.seconds > 0 ? 1 : 0,
            cfg.seconds > 0 ? cfg.seconds : (double)cfg.tasks, cfg.mix[0], cfg.mix[1],
            cfg.mix[2], cfg.mix[3], cfg.mix[4], cfg.max_size, cfg.cancel, cfg.fail,
-           cfg.timeout, cfg.nest, cfg.depth, cfg.then, cfg.window, cfg.seed,
+           cfg.timeout, cfg.nest, cfg.depth, cfg.then, cfg.window, cfg.churn, cfg.seed,
 #ifdef KNIT_SANITIZER
            " (sanitizer build)"
 #else
@@ -1674,6 +1728,7 @@ int main(int argc, char **argv) {
            " cancels=%" PRIu64 " (running=%" PRIu64 " saw=%" PRIu64 ", settled=%" PRIu64
            ") failures=%" PRIu64 " timeouts=%" PRIu64 " abandoned=%" PRIu64
            " helped=%" PRIu64 " help_depth_max=%" PRIu64 " arena_high=%.1fMiB"
+           " carpets=%" PRIu64 " (spare %" PRIu64 ", moved %" PRIu64 ")"
            " elapsed=%.2fs (submitting %.2fs)\n",
            cfg.sched, cfg.seed, cnt_get(&C.submitted), cnt_get(&C.top),
            cnt_get(&C.nested), cnt_get(&C.conts), cnt_get(&C.runs),
@@ -1682,7 +1737,7 @@ int main(int argc, char **argv) {
            cnt_get(&C.moved_freed), cnt_get(&C.moved_made), cnt_get(&C.cancels_ok),
            cnt_get(&C.cancels_busy), cnt_get(&C.saw_cancel), cnt_get(&C.cancels_late),
            cnt_get(&C.failures), cnt_get(&C.timeouts), cnt_get(&C.abandoned),
-           st.helped, st.help_depth_max, (double)st.arena_high / (1 << 20), secs,
-           submit_secs);
+           st.helped, st.help_depth_max, (double)st.arena_high / (1 << 20),
+           st.carpets, st.carpets_spare, st.carpets_moved, secs, submit_secs);
     return 0;
 }

@@ -1,0 +1,422 @@
+/* Fork-join frames (knit_fork / knit_join) over a split deque.
+ *
+ * Each consumer id (worker, or helper id lent to an awaiting thread) has a
+ * fork deque: a stack of frame pointers cells[0 .. head) split in two.
+ *
+ *   [tail, split)   shared: thieves take the oldest with a CAS on ts;
+ *   [split, head)   private: only the owner touches them.
+ *
+ * tail and split live in one 64-bit word `ts`; head, and the owner's copy
+ * of split, are owner-private. Thieves only ever move tail, forward, by a
+ * CAS on ts; the owner moves split (by a CAS on ts, or a store when no
+ * thief can succeed) and never reads a shared cell after it was taken.
+ *
+ * Fork (owner): cells[head] = fr, head++. No RMW, no fence: the frame is
+ * private. Rarely (the deque was empty, a thief asked through movesplit,
+ * or every 256 forks when a worker is parked and none looks for work) it
+ * shares: a seq-cst CAS moves split up to share the older half of the
+ * private part; the CAS releases the frames' fields and cells to the
+ * thief's acquire CAS, and as B1 of the parking protocol it pairs with a
+ * parking worker's re-check (knit__fdq_shared), then knit__pool_notify.
+ *
+ * Join (owner) of frame h = head - 1: pop (head = h). If h >= split, the
+ * frame was private all along (split only grows when the owner says so),
+ * and the child runs here: a plain call. Otherwise split == h + 1 (every
+ * earlier slow join left split <= its index) and the frame was shared:
+ *   - tail <= h: not taken yet. A CAS of ts from {tail, h+1} to {tail, s'}
+ *     with s' <= h makes it private again (s' keeps the older half of the
+ *     shared part shared); the CAS decides the race with a thief's CAS on
+ *     the same word. Then the child runs here.
+ *   - tail == h + 1: a thief took it. tail == split, so no thief can
+ *     succeed now: the owner stores ts = {h, h} (the deque is empty up to
+ *     head again, and the owner may fork above h while it waits), then
+ *     waits for the frame's state to become DONE, running other work.
+ * A stale thief snapshot that matches ts again after that reset (ABA)
+ * takes a frame that is shared at that moment: the cell is read after the
+ * CAS, which proves the slot is shared now.
+ *
+ * Steal (thief): load ts; if tail < split, CAS tail+1 (acq_rel: acquires
+ * the owner's share); read cells[tail]; mark the frame STOLEN; run the
+ * child with a knit_task of its own; write result and failure into the
+ * frame; exchange the state to DONE (acq_rel and seq-cst: the owner reads
+ * the result after its acquire load of DONE; see the sleep below). The
+ * exchange is the thief's last touch of the frame, which lives on the
+ * owner's stack. If it returns a doorbell address, it rings it.
+ *
+ * A waiting owner on a worker sleeps on its own doorbell: it CASes the
+ * state STOLEN -> &bell (never from QUEUED: the thief's STOLEN store would
+ * overwrite it), then parks, re-checking DONE after it armed (seq-cst,
+ * pairs with the thief's seq-cst exchange: either the thief saw the bell
+ * and rings it, or the park's re-check sees DONE). A worker's doorbell
+ * outlives every frame, so a ring that arrives after the owner saw DONE
+ * and moved on only makes a later park look again. A thread that is not a
+ * worker naps instead (its doorbell is thread-local and may be gone by
+ * the time a late ring comes).
+ */
+#define _GNU_SOURCE
+#include "runtime/frame.h"
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/cpu.h"
+#include "runtime/error.h"
+#include "runtime/pool.h"
+
+#define KNIT__FORK_POLL 256u
+
+static inline uint64_t knit__ts(uint32_t tail, uint32_t split) {
+    return (uint64_t)split << 32 | tail;
+}
+static inline uint32_t knit__ts_tail(uint64_t v) { return (uint32_t)v; }
+static inline uint32_t knit__ts_split(uint64_t v) { return (uint32_t)(v >> 32); }
+
+static inline struct knit__frame *knit__fr(knit_frame *fr) {
+    return (struct knit__frame *)(void *)fr;
+}
+
+void knit__fdq_init(knit__fdq *q) {
+    atomic_init(&q->ts, 0);
+    atomic_init(&q->movesplit, 0);
+    q->head = 0;
+    q->split = 0;
+    q->poll = KNIT__FORK_POLL;
+    for (unsigned i = 0; i < KNIT_FORK_DEPTH; i++) atomic_init(&q->cells[i], NULL);
+}
+
+bool knit__fdq_shared(knit__fdq *q) {
+    uint64_t v = atomic_load_explicit(&q->ts, memory_order_seq_cst);
+    return knit__ts_tail(v) < knit__ts_split(v);
+}
+
+/* Owner: shares the older half of the private part (at least one frame
+ * when there is any), then lets a sleeping worker know. */
+static void knit__fdq_share(struct knit__pool *p, knit__fdq *q) {
+    uint32_t head = q->head, split = q->split;
+    if (split >= head) return;
+    uint32_t ns = split + (head - split + 1) / 2;
+    for (uint32_t i = split; i < ns; i++) {
+        /* Still private: plain and relaxed; the CAS below publishes. */
+        struct knit__frame *f = atomic_load_explicit(&q->cells[i], memory_order_relaxed);
+        f->message = NULL;
+        atomic_store_explicit(&f->state, KNIT__FR_QUEUED, memory_order_relaxed);
+    }
+    uint64_t v = atomic_load_explicit(&q->ts, memory_order_relaxed);
+    /* Only thieves move tail meanwhile; retry with the new tail. seq-cst:
+     * releases the frames and cells below ns to the thief's CAS, and is
+     * B1 of the parking protocol (pairs with knit__fdq_shared's load in a
+     * parking worker's re-check). */
+    while (!atomic_compare_exchange_weak_explicit(
+        &q->ts, &v, knit__ts(knit__ts_tail(v), ns), memory_order_seq_cst,
+        memory_order_relaxed)) {
+    }
+    q->split = ns;
+    knit__pool_notify(p);
+}
+
+/* The fork's rare path: a thief asked, the deque was empty, or it is time
+ * to look whether a parked worker could take some of the private part. */
+static void knit__fork_slow(struct knit__pool *p, knit__fdq *q, uint32_t h) {
+    bool share = h == 0; /* a root task's first fork */
+    if (atomic_load_explicit(&q->movesplit, memory_order_relaxed)) {
+        atomic_store_explicit(&q->movesplit, 0, memory_order_relaxed);
+        share = true;
+    }
+    if (q->poll == 0) {
+        q->poll = KNIT__FORK_POLL;
+        /* Relaxed: only a hint; the share itself is the seq-cst B1. */
+        if (atomic_load_explicit(&p->spinning, memory_order_relaxed) == 0)
+            for (unsigned i = 0; i < (p->threads + 63) / 64; i++)
+                if (atomic_load_explicit(&p->parked[i], memory_order_relaxed)) {
+                    share = true;
+                    break;
+                }
+    }
+    if (share) knit__fdq_share(p, q);
+}
+
+/* Runs fn as a frame child of `parent` on this thread. */
+static inline __attribute__((always_inline)) void knit__frame_call(struct knit__frame *f, const knit_task *parent,
+                             knit__fdq *q) {
+    knit_task child = {0};
+    if (parent != NULL) {
+        child.pool = parent->pool;
+        child.future = parent->future;
+    }
+    child.fdq = q;
+    child.frame_child = true;
+    uint32_t entry = q != NULL ? q->head : 0;
+    f->result = f->fn(&child, f->arg);
+    if (q != NULL) knit__fdq_check_joined(q, entry, f->fn);
+    f->code = child.failed ? KNIT_ETASK : 0;
+    f->task_code = child.code;
+    f->message = child.message;
+}
+
+int knit_fork(knit_task *task, knit_frame *frame, knit_fn fn, void *arg) {
+    if (frame == NULL || fn == NULL)
+        return knit__fail(KNIT_EINVAL, "knit_fork: %s is NULL",
+                          frame == NULL ? "the frame" : "the function");
+    struct knit__frame *f = knit__fr(frame);
+    f->fn = fn;
+    f->arg = arg;
+    f->parent = task;
+    f->magic = KNIT__FR_MAGIC;
+    knit__fdq *q = task != NULL ? task->fdq : NULL;
+    uint32_t h = q != NULL ? q->head : KNIT_FORK_DEPTH;
+    if (h == KNIT_FORK_DEPTH) { /* outside a task, or a full deque */
+        f->idx = KNIT__FR_INLINE;
+        knit__frame_call(f, task, q);
+        return 0;
+    }
+    f->idx = h;
+    /* Relaxed: a private frame is the owner's; a share's seq-cst CAS
+     * publishes the cell and the frame to the thief. (state and message
+     * are set only for frames that get shared, in knit__fdq_share.) */
+    atomic_store_explicit(&q->cells[h], f, memory_order_relaxed);
+    q->head = h + 1;
+    if (__builtin_expect(h == 0 || --q->poll == 0 ||
+                             atomic_load_explicit(&q->movesplit,
+                                                  memory_order_relaxed) != 0,
+                         0))
+        knit__fork_slow(task->pool, q, h);
+    return 0;
+}
+
+/* A failed child's outcome (cold). */
+static __attribute__((noinline, cold)) int knit__frame_failed(struct knit__frame *f) {
+    int rc = knit__fail(KNIT_ETASK, "forked task failed (code %d): %s",
+                        f->task_code, f->message ? f->message : "");
+    free(f->message);
+    f->message = NULL;
+    return rc;
+}
+
+/* The outcome the join returns, from a frame whose child has run. */
+static inline __attribute__((always_inline)) int
+knit__frame_outcome(struct knit__frame *f, void **result) {
+    f->idx = KNIT__FR_JOINED;
+    f->magic = 0;
+    if (__builtin_expect(f->code == 0, 1)) {
+        if (result != NULL) *result = f->result;
+        return 0;
+    }
+    return knit__frame_failed(f);
+}
+
+static bool knit__frame_done(void *ctx) {
+    /* seq-cst: the park's re-check after it armed (see the top). */
+    return atomic_load_explicit(&((struct knit__frame *)ctx)->state,
+                                memory_order_seq_cst) == KNIT__FR_DONE;
+}
+
+/* Waits for a thief to finish f, running other work meanwhile. */
+static void knit__frame_wait(struct knit__pool *p, struct knit__frame *f) {
+    struct knit__tls *tls = knit__tls_get();
+    struct knit__worker *w =
+        tls->worker != NULL && tls->worker->pool == p ? tls->worker : NULL;
+    struct knit__producer *rec = knit__producer_get(p->handle, p);
+    unsigned idle = 0;
+    for (;;) {
+        /* acquire: pairs with the thief's exchange; its result is ours. */
+        if (atomic_load_explicit(&f->state, memory_order_acquire) == KNIT__FR_DONE)
+            return;
+        if (rec != NULL && tls->depth < KNIT__MAX_DEPTH &&
+            knit__pool_run_some(p, tls->consumer, w, rec)) {
+            idle = 0;
+            continue;
+        }
+        if (++idle < p->spin) {
+            knit__cpu_relax();
+            continue;
+        }
+        idle = 0;
+        if (w == NULL) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        uintptr_t st = KNIT__FR_STOLEN;
+        /* release: nothing to publish but the bell's address; acquire on
+         * failure to see DONE's result if that is why it failed. */
+        if (atomic_compare_exchange_strong_explicit(
+                &f->state, &st, (uintptr_t)&w->bell, memory_order_seq_cst,
+                memory_order_acquire) ||
+            st == (uintptr_t)&w->bell)
+            knit__pool_park(p, w, 1000000, knit__frame_done, f);
+        else if (st == KNIT__FR_QUEUED) /* the thief has not marked it yet */
+            sched_yield();
+    }
+}
+
+/* Everything but the private join: checks and their messages, frames that
+ * ran at the fork, and shared frames (taken back, or waited for). */
+static __attribute__((noinline)) int knit__join_slow(knit_task *task,
+                                                     struct knit__frame *f,
+                                                     void **result) {
+    if (f == NULL) return knit__fail(KNIT_EINVAL, "knit_join: the frame is NULL");
+    if (f->magic != KNIT__FR_MAGIC || f->idx == KNIT__FR_JOINED)
+        return knit__fail(KNIT_EINVAL,
+                          "knit_join: the frame was not forked, or was "
+                          "joined already");
+    if (f->idx == KNIT__FR_INLINE) return knit__frame_outcome(f, result);
+    knit__fdq *q = task != NULL ? task->fdq : NULL;
+    if (q == NULL || f->parent != task)
+        return knit__fail(KNIT_EINVAL,
+                          "knit_join: the frame was forked by another task");
+    uint32_t h = f->idx;
+    if (h + 1 != q->head ||
+        atomic_load_explicit(&q->cells[h], memory_order_relaxed) != f)
+        return knit__fail(KNIT_EINVAL,
+                          "knit_join: joins are LIFO: frame %u joined while "
+                          "%u frames of this worker are unjoined (join the "
+                          "newest first)",
+                          h, q->head);
+    q->head = h;
+    if (h >= q->split) { /* private after all */
+        knit__frame_call(f, task, q);
+        return knit__frame_outcome(f, result);
+    }
+    /* Shared (split == h + 1): take it back, or wait for its thief. */
+    uint64_t v = atomic_load_explicit(&q->ts, memory_order_acquire);
+    for (;;) {
+        uint32_t t = knit__ts_tail(v);
+        if (t > h) break; /* stolen */
+        uint32_t ns = t < h ? (t + h + 1) / 2 : h;
+        /* acq_rel: decides the race with a thief's CAS on ts (the
+         * StoreLoad of the protocol is this RMW against theirs). */
+        if (atomic_compare_exchange_weak_explicit(&q->ts, &v, knit__ts(t, ns),
+                                                  memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            q->split = ns;
+            knit__frame_call(f, task, q);
+            return knit__frame_outcome(f, result);
+        }
+    }
+    /* tail == split == h + 1: no thief can succeed; empty the deque down
+     * to h so forks made while we wait are private. Relaxed: nothing to
+     * publish (a later share's CAS publishes its frames). */
+    atomic_store_explicit(&q->ts, knit__ts(h, h), memory_order_relaxed);
+    q->split = h;
+    knit__frame_wait(task->pool, f);
+    return knit__frame_outcome(f, result);
+}
+
+int knit_join(knit_task *task, knit_frame *frame, void **result) {
+    struct knit__frame *f = knit__fr(frame);
+    knit__fdq *q;
+    /* The fast path: the newest frame of this task's deque, never shared
+     * (split only grows when the owner shares). Plain and relaxed
+     * accesses to the owner's own lines. */
+    if (__builtin_expect(f != NULL && task != NULL && (q = task->fdq) != NULL,
+                         1)) {
+        uint32_t h = q->head - 1;
+        if (__builtin_expect(f->idx == h && h < KNIT_FORK_DEPTH && h >= q->split &&
+                                 f->parent == task && f->magic == KNIT__FR_MAGIC &&
+                                 atomic_load_explicit(&q->cells[h],
+                                                      memory_order_relaxed) == f,
+                             1)) {
+            q->head = h;
+            knit__frame_call(f, task, q);
+            return knit__frame_outcome(f, result);
+        }
+    }
+    return knit__join_slow(task, f, result);
+}
+
+struct knit__frame *knit__fdq_take(knit__fdq *q) {
+    uint64_t v = atomic_load_explicit(&q->ts, memory_order_acquire);
+    uint32_t t = knit__ts_tail(v), s = knit__ts_split(v);
+    if (t >= s) {
+        /* Nothing shared: ask the owner (a hint; relaxed both ways). */
+        if (atomic_load_explicit(&q->movesplit, memory_order_relaxed) == 0)
+            atomic_store_explicit(&q->movesplit, 1, memory_order_relaxed);
+        return NULL;
+    }
+    /* acq_rel: acquires the owner's share (seq-cst CAS) that published
+     * the cell and the frame. */
+    if (!atomic_compare_exchange_strong_explicit(&q->ts, &v, knit__ts(t + 1, s),
+                                                 memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return NULL;
+    struct knit__frame *f = atomic_load_explicit(&q->cells[t], memory_order_relaxed);
+    /* Relaxed: only lets the owner's CAS STOLEN -> bell succeed; the
+     * result travels with DONE. */
+    atomic_store_explicit(&f->state, KNIT__FR_STOLEN, memory_order_relaxed);
+    return f;
+}
+
+void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
+                            unsigned consumer, struct knit__worker *w) {
+    struct knit__tls *tls = knit__tls_get();
+    knit__fdq *mine = &p->fdqs[consumer];
+    knit_task *outer = tls->current;
+    /* The child counts as this thread's current task: a submit or an
+     * await inside it works as inside any task. */
+    knit_task child = {0};
+    child.pool = f->parent->pool;
+    child.future = f->parent->future;
+    child.fdq = mine;
+    child.frame_child = true;
+    tls->current = &child;
+    tls->depth++;
+    uint32_t entry = mine->head;
+    f->result = f->fn(&child, f->arg);
+    knit__fdq_check_joined(mine, entry, f->fn);
+    tls->depth--;
+    tls->current = outer;
+    f->code = child.failed ? KNIT_ETASK : 0;
+    f->task_code = child.code;
+    f->message = child.message;
+    if (w != NULL) knit__stat_add(&w->frames_stolen, 1);
+    /* seq-cst (so also acq_rel): releases the result to the owner's
+     * acquire load; seq-cst against the owner's park re-check (see the
+     * top). The last touch of f. */
+    uintptr_t old = atomic_exchange_explicit(&f->state, KNIT__FR_DONE,
+                                             memory_order_seq_cst);
+    if (old > KNIT__FR_DONE) knit__doorbell_ring((knit__doorbell *)old);
+}
+
+void knit__fdq_check_joined(const knit__fdq *q, uint32_t head_at_entry,
+                            knit_fn fn) {
+#ifdef NDEBUG
+    (void)q;
+    (void)head_at_entry;
+    (void)fn;
+#else
+    if (q->head == head_at_entry) return;
+    Dl_info info;
+    const char *name = NULL;
+    if (dladdr((void *)(uintptr_t)fn, &info) != 0) name = info.dli_sname;
+    fprintf(stderr,
+            "knit: task %s (%p) returned with %u forked frame(s) not joined; "
+            "every knit_fork must be matched by a knit_join before the task "
+            "returns\n",
+            name != NULL ? name : "?", (void *)(uintptr_t)fn,
+            q->head - head_at_entry);
+    abort();
+#endif
+}
+
+int knit__frames_root(knit_pool *h, knit_fn fn, void *arg) {
+    struct knit__tls *tls = knit__tls_get();
+    if (tls->current != NULL && tls->cpool == h->p) {
+        /* Inside one of this pool's tasks: fork from it. */
+        fn(tls->current, arg);
+        return 0;
+    }
+    knit_future *f = NULL;
+    int rc = knit_submit(h, fn, arg, &f);
+    if (rc == KNIT_EAGAIN) { /* the bound, under KNIT_FAIL: run it here */
+        fn(NULL, arg);
+        return 0;
+    }
+    if (rc < 0) return rc;
+    rc = knit_await(f, -1, NULL);
+    knit_future_release(f);
+    return rc;
+}
