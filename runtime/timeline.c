@@ -274,6 +274,19 @@ int64_t knit__tl_task(struct knit__pool *p, const struct knit__worker *w,
     return t1;
 }
 
+void knit__tl_frame(struct knit__pool *p, const struct knit__worker *w,
+                    uintptr_t fn, const char *label, int64_t t0, unsigned depth,
+                    bool help, unsigned victim) {
+    int64_t t1 = knit__now_ns();
+    struct knit__tl_ring *r = knit__tl_ring_of(p->tl, w, w ? w->id : 0);
+    if (r == NULL) return;
+    knit__tl_put(r, KNIT__TL_STEAL, KNIT__TL_F_FRAME, t0, t0, 0, victim, 0, 0);
+    unsigned flags = KNIT__TL_F_FRAME | (label != NULL ? KNIT__TL_F_STR : 0) |
+                     (help ? KNIT__TL_F_HELP : 0);
+    knit__tl_put(r, KNIT__TL_TASK, flags, t0, t1,
+                 label != NULL ? (uintptr_t)label : fn, depth, 0, 0);
+}
+
 void knit__tl_claim(struct knit__pool *p, const struct knit__worker *w,
                     const void *carpet, unsigned lanes) {
     struct knit__tl_ring *r = knit__tl_ring_of(p->tl, w, w ? w->id : 0);
@@ -451,7 +464,9 @@ static void knit__tl_emit(struct knit__tl_out *o, const struct knit__tl_ring *r,
         knit__tl_head(o, "X", r, t0);
         fputs(",\"dur\":", f);
         knit__tl_us(f, dur);
-        fputs(",\"cat\":\"task\",\"name\":\"", f);
+        /* A stolen frame's child: "frame" (tasks_run does not count it). */
+        fprintf(f, ",\"cat\":\"%s\",\"name\":\"",
+                (flags & KNIT__TL_F_FRAME) ? "frame" : "task");
         if (flags & KNIT__TL_F_STR)
             knit__tl_json_str(f, (const char *)label);
         else
@@ -506,8 +521,8 @@ static void knit__tl_emit(struct knit__tl_out *o, const struct knit__tl_ring *r,
     }
     case KNIT__TL_STEAL:
         knit__tl_head(o, "i", r, t0);
-        fputs(",\"s\":\"t\",\"cat\":\"steal\",\"name\":\"steal\",\"args\":{"
-              "\"from\":\"deque of ", f);
+        fprintf(f, ",\"s\":\"t\",\"cat\":\"steal\",\"name\":\"steal\",\"args\":{"
+                "\"from\":\"%s of ", (flags & KNIT__TL_F_FRAME) ? "fork deque" : "deque");
         knit__tl_consumer(f, o->p, a);
         fputs("\",\"lanes\":1}}", f);
         break;

@@ -63,6 +63,8 @@ enum knit__tl_kind {
 /* Flags (record word 5, bits 8..15). */
 #define KNIT__TL_F_STR 1u  /* label is a C string (else a function) */
 #define KNIT__TL_F_HELP 2u /* a task run inside an await (helping) */
+#define KNIT__TL_F_FRAME 4u /* TASK: a stolen fork-join frame's child;
+                               STEAL: taken from a fork deque */
 
 #define KNIT__TL_WORDS 6
 /* One record: t0 (ns, CLOCK_MONOTONIC), dur (ns), label, a, b and
@@ -118,6 +120,11 @@ void knit__tl_destroy(struct knit__timeline *tl);
 int64_t knit__tl_task(struct knit__pool *p, const struct knit__worker *w,
                       uintptr_t fn, const char *label, int64_t t0,
                       unsigned depth, bool help);
+/* A stolen fork-join frame's child ran (frame.c): a span and a steal
+ * from consumer `victim`'s fork deque. */
+void knit__tl_frame(struct knit__pool *p, const struct knit__worker *w,
+                    uintptr_t fn, const char *label, int64_t t0, unsigned depth,
+                    bool help, unsigned victim);
 void knit__tl_claim(struct knit__pool *p, const struct knit__worker *w,
                     const void *carpet, unsigned lanes);
 void knit__tl_steal(struct knit__pool *p, const struct knit__worker *w,

@@ -439,6 +439,9 @@ TEST(Timeline, PipelineAndParallelFor) {
     knit_pipeline_stats ps;
     ASSERT_EQ(0, knit_pipeline_stats_get(pl, &ps));
     knit_pipeline_destroy(pl);
+    knit_pool_stats_t st{};
+    st.size = sizeof st;
+    ASSERT_EQ(0, knit_pool_stats(p, &st));
     ASSERT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN));
 
     Trace t = Check(path);
@@ -447,6 +450,9 @@ TEST(Timeline, PipelineAndParallelFor) {
     // Every piece once: 10000 indexes in pieces of at most 100.
     EXPECT_EQ(10000, t.piece_len);
     EXPECT_GE(t.pieces, 100);
+    // parallel_for runs on fork-join frames: one span per frame a worker
+    // stole, as many as the stats count.
+    EXPECT_EQ(static_cast<long>(st.frames_stolen), t.Sum("frame", true)) << t.out;
     // Stage spans = items x stages; an in-flight sample per change.
     EXPECT_EQ(200, static_cast<long>(ps.completed));
     EXPECT_EQ(200 * 3, t.Sum("stage", true) + t.Sum("stage", false)) << t.out;

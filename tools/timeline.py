@@ -149,7 +149,7 @@ def nest(spans):
 def span_class(e, ancestors):
     """What a span's own (exclusive) time counts as."""
     cat = e.get("cat")
-    if cat == "task":
+    if cat in ("task", "frame"):  # a frame: a stolen fork-join child
         return "helping" if e.get("args", {}).get("help") else "busy"
     if cat == "idle":
         return "parked"
@@ -157,7 +157,7 @@ def span_class(e, ancestors):
         return "waiting"
     # a stage or piece: the time of the task it runs in
     for a in reversed(ancestors):
-        if a.get("cat") == "task":
+        if a.get("cat") in ("task", "frame"):
             return span_class(a, [])
     return "busy"
 
@@ -240,7 +240,7 @@ def summary(doc, path, top):
                 p = tree[p][4]
             anc.reverse()
             share[span_class(e, anc)] += (t1 - t0) - child[idx]
-        tasks = sum(1 for s in tree if s[2].get("cat") == "task")
+        tasks = sum(1 for s in tree if s[2].get("cat") in ("task", "frame"))
         ins = instants.get(tid, [])
         claims = sum(1 for e in ins if e.get("cat") == "claim")
         steals = sum(1 for e in ins if e.get("cat") == "steal")
@@ -250,7 +250,7 @@ def summary(doc, path, top):
               f"{pct(share['parked']):>7} {pct(share['waiting']):>8} {pct(idle):>7} "
               f"{tasks:>8} {claims:>7} {steals:>7}")
     tasks = [(t1 - t0, t0, tid, e) for tid, lst in trees.items()
-             for t0, t1, e, d, p in lst if e.get("cat") == "task"]
+             for t0, t1, e, d, p in lst if e.get("cat") in ("task", "frame")]
     tasks.sort(key=lambda x: -x[0])
     if tasks:
         print(f"\nlongest tasks (of {len(tasks)}):")
