@@ -515,9 +515,16 @@ static int job_line(void *ctx, char *line) {
         fprintf(stderr, "    (%s/%s) %s\n", j->runtime, j->variant, line);
         return 0;
     }
-    /* The knit binary names its discipline; others print "-". A timeline
-     * variant ("ticket+tl") runs as its discipline: keep the job's name. */
-    series *s = get_series(row, rt, strcmp(rt, "knit") == 0 ? j->variant : var);
+    /* The knit binary names its discipline (and "<sched>+frames" for its
+     * frames rows); others print "-". A timeline job ("ticket+tl") ran as
+     * its discipline: its results get the suffix back ("ticket+tl",
+     * "ticket+frames+tl"). */
+    char tlvar[48], base[32];
+    if (strcmp(rt, "knit") == 0 && timeline_variant(j->variant, base, sizeof base)) {
+        sfmt(tlvar, sizeof tlvar, "%s%s", var, TL_SUFFIX);
+        sfmt(var, sizeof var, "%s", tlvar);
+    }
+    series *s = get_series(row, rt, var);
     add_value(s, v, unit, better);
     unsigned k;
     for (k = 0; k < j->ntouched && j->touched[k] != s; k++) {
