@@ -566,6 +566,7 @@ typedef struct options {
     int corpus_given;
     unsigned corpus_mib;
     const char *corpus_out;
+    const char *timeline; /* --timeline FILE: the pool's timeline */
     const char *in, *out;
 } options;
 
@@ -587,6 +588,9 @@ static void usage(FILE *f) {
             "  --corpus-mib N    built-in corpus size in MiB (default %u)\n"
             "  --corpus-out FILE write the built-in corpus, uncompressed, and exit\n"
             "                    (to compare with other compressors)\n"
+            "  --timeline FILE   write what every worker did as a Chrome Trace\n"
+            "                    Event JSON (ui.perfetto.dev; ./bazelw run\n"
+            "                    //tools:timeline -- FILE --png chart.png)\n"
             "  --help, -h        this text\n"
             "\n"
             "Exit status: 0 done, 1 failure, 2 bad usage.\n",
@@ -646,7 +650,7 @@ static int parse_size(const char *s, size_t *out) {
 
 /* 0, 1 (--help: exit 0) or -1 (bad usage, reported). */
 static int parse_options(int argc, char **argv, options *o) {
-    enum { O_THREADS = 256, O_SCHED, O_LEVEL, O_BLOCK, O_CORPUS, O_CORPUS_OUT };
+    enum { O_THREADS = 256, O_SCHED, O_LEVEL, O_BLOCK, O_CORPUS, O_CORPUS_OUT, O_TIMELINE };
     static const struct option longs[] = {
         {"threads", required_argument, NULL, O_THREADS},
         {"sched", required_argument, NULL, O_SCHED},
@@ -656,6 +660,7 @@ static int parse_options(int argc, char **argv, options *o) {
         {"help", no_argument, NULL, 'h'},
         {"corpus-mib", required_argument, NULL, O_CORPUS},
         {"corpus-out", required_argument, NULL, O_CORPUS_OUT},
+        {"timeline", required_argument, NULL, O_TIMELINE},
         {NULL, 0, NULL, 0},
     };
     *o = (options){.level = 6, .block = DEFAULT_BLOCK, .corpus_mib = DEFAULT_CORPUS_MIB};
@@ -685,6 +690,10 @@ static int parse_options(int argc, char **argv, options *o) {
             break;
         case O_CORPUS_OUT:
             o->corpus_out = optarg;
+            break;
+        case O_TIMELINE:
+            if (!*optarg) return bad_usage("--timeline: empty file name");
+            o->timeline = optarg;
             break;
         case 'q':
             o->quiet = 1;
@@ -718,6 +727,7 @@ static int make_pool(const options *o, knit_pool **pool) {
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
     po.threads = o->threads;
     po.sched = o->sched;
+    po.timeline = o->timeline; /* NULL: $KNIT_TIMELINE, else none */
     po.backpressure = KNIT_FAIL;
     unsigned threads = o->threads;
     if (threads == 0) {
@@ -1105,7 +1115,9 @@ int main(int argc, char **argv) {
     unblock_signals();
     if (rc != 0) return rc;
     int status = o.in == NULL ? run_corpus(&o, pool) : compress_file(&o, pool);
-    knit_pool_destroy(pool, KNIT_DRAIN);
+    knit_pool_destroy(pool, KNIT_DRAIN); /* writes the timeline, if any */
+    if (o.timeline != NULL && !o.quiet)
+        fprintf(stderr, "%s: timeline written to %s\n", prog, o.timeline);
     if (interrupted) { /* cleaned up: now die of the signal, as expected */
         int sig = atomic_load(&interrupted);
         signal(sig, SIG_DFL);

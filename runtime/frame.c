@@ -377,10 +377,17 @@ void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
     tls->current = &child;
     tls->depth++;
     uint32_t entry = mine->head;
+    /* The timeline: a stolen frame is a span of its own (and a steal from
+     * its owner's fork deque; f->parent is valid until the DONE below). */
+    int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
+    unsigned victim = (unsigned)(f->parent->fdq - p->fdqs);
     f->result = f->fn(&child, f->arg);
     knit__fdq_check_joined(mine, entry, f->fn);
     tls->depth--;
     tls->current = outer;
+    if (KNIT__TL_ON(p))
+        knit__tl_frame(p, w, (uintptr_t)f->fn, child.label, t0, tls->depth + 1,
+                       outer != NULL || w == NULL, victim);
     f->code = child.failed ? KNIT_ETASK : 0;
     f->task_code = child.code;
     f->message = child.message;

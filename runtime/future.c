@@ -345,6 +345,15 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
         return knit__fail(KNIT_ENOMEM, "await: no memory for %zu waiter records",
                           n);
     int rc = KNIT_ETIMEDOUT;
+    /* The timeline's await span. It starts at the first task this wait
+     * runs or at its first sleep, whichever comes first, and ends at the
+     * end of the last task it ran if it returns right after that task:
+     * a wait that only helps (fork-join) reads no clock of its own. Spins
+     * before the first task or sleep are not part of it. */
+    bool tl = KNIT__TL_ON(p);
+    int64_t tl_t0 = -1;
+    bool tl_after_task = false; /* the last thing done was a recorded task */
+    unsigned ran = 0;           /* tasks run while waiting */
 
     /* A consumer id to help with: a worker's own; the helper id of an
      * outside thread that is running a task (a nested await must keep
@@ -378,9 +387,16 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
             rc = 0;
             break;
         }
+        uint64_t tl_seen = tls->tl_tasks;
         if (consumer != UINT32_MAX && rec != NULL && tls->depth < KNIT__MAX_DEPTH &&
             knit__pool_run_some(p, consumer, w, rec)) {
             idle = 0;
+            ran++;
+            if (tl) {
+                /* A task ran (not one skipped as cancelled): its times. */
+                tl_after_task = tls->tl_tasks != tl_seen;
+                if (tl_after_task && tl_t0 < 0) tl_t0 = tls->tl_t0;
+            }
             /* An outside thread helps for await_spin_ns, also while there
              * is always work: past that, with as many workers as cores, it
              * only takes the CPU from them (a preempted worker holds up
@@ -389,12 +405,14 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
                 knit__helper_stop(p, tls, &own_id, &consumer);
             continue;
         }
+        tl_after_task = false;
         if (++idle < p->spin) {
             knit__cpu_relax();
             continue;
         }
         idle = 0;
         int64_t now = knit__now_ns();
+        if (tl && tl_t0 < 0) tl_t0 = now; /* before any park it records */
         if (start == 0) {
             start = now;
             spin_end = knit__deadline(start, p->await_spin_ns);
@@ -425,6 +443,10 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
     if (own_id) {
         knit__pool_helper_release(p, consumer);
         tls->cpool = NULL;
+    }
+    if (tl) {
+        int64_t t1 = tl_after_task ? tls->tl_t1 : knit__now_ns();
+        knit__tl_await(p, w, tl_t0 >= 0 ? tl_t0 : t1, t1, ran);
     }
     if (entered) knit__pool_exit(h);
     if (recs != local) free(recs);

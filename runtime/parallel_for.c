@@ -18,6 +18,7 @@
 #include "runtime/pool.h"
 
 struct knit__pfor {
+    struct knit__pool *tlp; /* the pool, if it keeps a timeline; else NULL */
     knit_range_fn fn;
     void *ctx;
     size_t grain;
@@ -42,6 +43,7 @@ static void knit__pfor_failed(struct knit__pfor *pf, int code) {
 }
 
 static void *knit__pfor_piece(knit_task *task, void *arg) {
+    if (task != NULL && !task->frame_child) knit_task_label(task, "parallel_for");
     const struct knit__piece *pc = arg;
     struct knit__pfor *pf = pc->pf;
     size_t begin = pc->begin, end = pc->end;
@@ -57,7 +59,9 @@ static void *knit__pfor_piece(knit_task *task, void *arg) {
     }
     /* acquire: pairs with the winner's acq_rel CAS; a later piece skips. */
     if (!atomic_load_explicit(&pf->failed, memory_order_acquire)) {
+        int64_t t0 = pf->tlp != NULL ? knit__now_ns() : 0;
         int rc = pf->fn(pf->ctx, begin, end);
+        if (pf->tlp != NULL) knit__tl_self(pf->tlp, KNIT__TL_PIECE, t0, begin, end, 0);
         if (rc < 0) knit__pfor_failed(pf, rc);
     }
     while (n > 0) {
@@ -95,6 +99,7 @@ int knit_parallel_for(knit_pool *h, size_t begin, size_t end, size_t grain,
     pf.fn = fn;
     pf.ctx = ctx;
     pf.grain = grain;
+    pf.tlp = KNIT__TL_ON(h->p) ? h->p : NULL;
     atomic_init(&pf.failed, 0);
     struct knit__piece all = {&pf, begin, end};
     rc = knit__frames_root(h, knit__pfor_piece, &all);

@@ -84,6 +84,8 @@ struct knit_pipeline {
     int code;           /* the first failure */
     char msg[512];
     knit_pipeline_stats stats;
+    struct knit__pool *tlp; /* the pool, if it keeps a timeline; else NULL */
+    uint32_t tl_id;         /* this pipeline's number in the timeline */
 };
 
 static void knit__pl_fail(struct knit_pipeline *pl, int code, const char *where,
@@ -112,6 +114,8 @@ static void knit__item_finish(struct knit__item *it) {
     it->next = pl->free_items;
     pl->free_items = it;
     pl->in_flight--;
+    if (pl->tlp != NULL)
+        knit__tl_self(pl->tlp, KNIT__TL_INFLIGHT, -1, pl->in_flight, pl->tl_id, 0);
     pthread_cond_broadcast(&pl->cv);
     pthread_mutex_unlock(&pl->mu);
 }
@@ -121,6 +125,7 @@ static void knit__item_advance(struct knit__item *it);
 static void *knit__item_task(knit_task *task, void *arg) {
     struct knit__item *it = arg;
     struct knit_pipeline *pl = it->pl; /* `it` may be reused once advanced */
+    knit_task_label(task, "pipeline item");
     /* Item tasks run even when the pool cancels (always_run), so every
      * item is still freed; a pool cancel stops the pipeline like
      * knit_pipeline_cancel. */
@@ -155,7 +160,10 @@ static void knit__run_stage(struct knit__item *it, unsigned k) {
         atomic_load_explicit(&pl->stopping, memory_order_acquire))
         it->dropped = true;
     if (it->dropped) return;
+    int64_t t0 = pl->tlp != NULL ? knit__now_ns() : 0;
     int rc = pl->stages[k].fn(pl->stages[k].ctx, it->seq, &it->buf);
+    if (pl->tlp != NULL)
+        knit__tl_self(pl->tlp, KNIT__TL_STAGE, t0, it->seq, pl->tl_id, k);
     if (rc < 0) {
         char where[32];
         snprintf(where, sizeof where, "stage %u", k);
@@ -250,6 +258,12 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
     int rc = knit__pool_enter(pool, false);
     if (rc < 0) return rc;
     size_t cap = o->max_in_flight ? o->max_in_flight : 4u * pool->p->threads;
+    struct knit__pool *tlp = KNIT__TL_ON(pool->p) ? pool->p : NULL;
+    /* relaxed: only a unique number is needed. */
+    uint32_t tl_id = tlp != NULL ? atomic_fetch_add_explicit(
+                                       &tlp->tl->next_pipeline, 1,
+                                       memory_order_relaxed)
+                                 : 0;
     knit__pool_exit(pool);
     if (cap > KNIT__MAX_IN_FLIGHT)
         return knit__fail(KNIT_EINVAL, "pipeline: max_in_flight=%zu is over %u",
@@ -267,6 +281,8 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
     pl->nstages = o->nstages;
     pl->cap = cap;
     pl->items = items;
+    pl->tlp = tlp;
+    pl->tl_id = tl_id;
     memcpy(pl->stages, o->stages, o->nstages * sizeof *o->stages);
     for (size_t i = 0; i < cap; i++) {
         items[i].pl = pl;
@@ -297,6 +313,8 @@ static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
     struct knit__tls *tls = knit__tls_get();
     struct knit__pool *p = pl->pool->p;
     bool consumer = tls->cpool == p;
+    /* The timeline: how long the input waited for room (pipeline full). */
+    int64_t stall = -1;
     for (;;) {
         bool ready = for_room ? pl->in_flight < pl->cap ||
                                     atomic_load_explicit(&pl->stopping,
@@ -304,7 +322,11 @@ static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
                               : pl->in_flight == 0 &&
                                     atomic_load_explicit(&pl->active,
                                                          memory_order_relaxed) == 0;
-        if (ready) return;
+        if (ready) {
+            if (stall >= 0) knit__tl_self(p, KNIT__TL_STALL, stall, 0, pl->tl_id, 0);
+            return;
+        }
+        if (for_room && stall < 0 && pl->tlp != NULL) stall = knit__now_ns();
         if (!consumer) {
             pthread_cond_wait(&pl->cv, &pl->mu);
             continue;
@@ -354,6 +376,8 @@ int knit_pipeline_run(knit_pipeline *pl) {
         it->stage = 0;
         it->dropped = false;
         pl->in_flight++;
+        if (pl->tlp != NULL)
+            knit__tl_self(pl->tlp, KNIT__TL_INFLIGHT, -1, pl->in_flight, pl->tl_id, 0);
         pl->stats.items++;
         if (pl->in_flight > pl->stats.max_in_flight)
             pl->stats.max_in_flight = pl->in_flight;

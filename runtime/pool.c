@@ -189,6 +189,7 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
         knit__stat_add(&w->claims, 1);
         knit__stat_add(&w->lanes, fr.n);
     }
+    if (KNIT__TL_ON(p)) knit__tl_claim(p, w, c, fr.n);
     unsigned pushed = knit__deque_push_batch(&p->deques[consumer], fr.f, fr.n);
     /* Pushed in publication order from the top: thieves take them in
      * that order, and so does the claimer (knit__find steals its own top
@@ -238,7 +239,10 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
     for (unsigned k = 1; k < ids; k++) {
         unsigned v = (consumer + k) % ids;
         f = knit__deque_steal(&p->deques[v]);
-        if (f != NULL) return f;
+        if (f != NULL) {
+            if (KNIT__TL_ON(p)) knit__tl_steal(p, w, v);
+            return f;
+        }
     }
     return NULL;
 }
@@ -301,7 +305,11 @@ void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
         return;
     }
     knit__stat_add(&w->parks, 1);
+    int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
     if (knit__doorbell_sleep(&w->bell, timeout_ns)) knit__stat_add(&w->wakes, 1);
+    if (KNIT__TL_ON(p))
+        knit__tl_put(&p->tl->rings[w->id], KNIT__TL_PARK, 0, t0, knit__now_ns(),
+                     0, 0, 0, 0);
     atomic_fetch_and_explicit(&p->parked[word], ~bit, memory_order_seq_cst);
 }
 
@@ -504,6 +512,7 @@ static void knit__pool_free(struct knit__pool *p) {
     free(p->workers);
     free(p->deques);
     free(p->fdqs);
+    knit__tl_destroy(p->tl);
     free(p);
 }
 
@@ -595,6 +604,13 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
         knit__pool_free(p);
         knit__handle_free(h);
         return knit__fail(KNIT_ENOMEM, "cannot allocate %u workers", threads);
+    }
+    /* The timeline (runtime/timeline.c), before any thread can record. */
+    rc = knit__tl_create(p, opts->timeline, opts->timeline_events);
+    if (rc < 0) {
+        knit__pool_free(p);
+        knit__handle_free(h);
+        return rc;
     }
     memset(p->workers, 0, sizeof *p->workers * p->threads);
     for (unsigned i = 0; i < p->threads; i++) {
@@ -713,6 +729,10 @@ int knit_pool_destroy(knit_pool *h, int how) {
     atomic_store_explicit(&h->state, KNIT__POOL_DEAD, memory_order_seq_cst);
     pthread_mutex_unlock(&h->lock);
     while (atomic_load_explicit(&h->users, memory_order_seq_cst) != 0) sched_yield();
+    /* The final timeline: every worker has joined (their records happen
+     * before the joins) and no call is inside; a failure here is not
+     * reported (the path was checked by create; see knit.h). */
+    if (KNIT__TL_ON(p)) (void)knit__tl_write(p, NULL);
     h->p = NULL;
     knit__pool_free(p);
     knit__bury(h);

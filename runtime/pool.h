@@ -37,6 +37,7 @@
 #include "runtime/carpet.h"
 #include "runtime/deque.h"
 #include "runtime/doorbell.h"
+#include "runtime/timeline.h"
 #include "runtime/frame.h"
 
 #define KNIT__LINE 64
@@ -199,6 +200,9 @@ struct knit__pool {
     int64_t await_spin_ns;
     knit_claim_trace_fn trace;
     void *trace_ctx;
+    /* The timeline (runtime/timeline.h), or NULL when off: set at create,
+     * constant until destroy, so every hook's test of it is predictable. */
+    struct knit__timeline *tl;
 
     /* Two counters in one word, so a submit pays one RMW for both:
      * low 32 bits: pending, submitted and not started (<= max_pending);
@@ -280,6 +284,11 @@ struct knit__tls {
     knit_task *current;          /* the task running on this thread */
     unsigned depth;              /* tasks nested on this stack */
     knit__doorbell bell;         /* where a non-worker thread sleeps */
+    /* The timeline: how many tasks this thread recorded, and the start
+     * and end of the last one; knit__wait takes its await span's times
+     * from them instead of reading the clock again. */
+    uint64_t tl_tasks;
+    int64_t tl_t0, tl_t1;
 };
 
 struct knit_task {
@@ -288,6 +297,7 @@ struct knit_task {
     int failed;
     int code;
     char *message;
+    const char *label; /* knit_task_label, for the timeline */
     knit__fdq *fdq;   /* where its forks go: its thread's consumer id's */
     bool frame_child; /* forked (knit_fork), not submitted */
 };

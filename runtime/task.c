@@ -60,7 +60,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     }
     struct knit__tls *tls = knit__tls_get();
     knit__fdq *q = &p->fdqs[tls->consumer];
-    knit_task task = {p, f, 0, 0, NULL, q, false};
+    knit_task task = {p, f, 0, 0, NULL, NULL, q, false};
     uint32_t forks_at_entry = q->head;
     knit_task *outer = tls->current;
     tls->current = &task;
@@ -71,12 +71,22 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
                                                   memory_order_relaxed,
                                                   memory_order_relaxed)) {
     }
+    /* The timeline: one test of a pointer constant for the pool's life. */
+    int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
     void *result = f->fn(&task, f->arg);
     knit__fdq_check_joined(q, forks_at_entry, f->fn);
     tls->depth--;
     tls->current = outer;
     /* Counted before the settle, so an awaiter that wakes sees it. */
     knit__stat_add(w ? &w->tasks_run : &rec->helped, 1);
+    /* A task nested in another on this stack, or run by a thread that is
+     * not a worker, ran while its thread awaited: helping. */
+    if (KNIT__TL_ON(p)) {
+        tls->tl_t1 = knit__tl_task(p, w, (uintptr_t)f->fn, task.label, t0, depth,
+                                   outer != NULL || w == NULL);
+        tls->tl_t0 = t0;
+        tls->tl_tasks++;
+    }
     if (task.failed) knit__stat_add(w ? &w->failed : &rec->failed, 1);
     knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
                         task.message);

@@ -11,6 +11,12 @@
  * (median, min, max per row and runtime, and knit's median over the best
  * peer's), the issue-7 targets, and writes bench-results.csv, the table
  * and a gnuplot chart (bench-chart.png) into --out.
+ *
+ * The timeline (issue 15): knit also runs under "ticket+tl", the ticket
+ * discipline with KNIT_TIMELINE on (the file goes to /dev/null; the
+ * workload binaries write it at pool destroy, after their timed part,
+ * pgzip within its time). The other variants run with KNIT_TIMELINE
+ * unset, so "ticket" against "ticket+tl" is the cost of recording.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -159,7 +165,7 @@ static void fail_series(series *s, const char *fmt, ...) {
 /* Options and environment                                             */
 
 static struct {
-    int quick, verbose;
+    int quick, verbose, no_timeline;
     unsigned threads, reps;
     char out[PATH_MAX];
     char rows[256], runtimes[256]; /* comma lists; empty: all */
@@ -217,7 +223,10 @@ static void usage(FILE *f) {
             "                   throughput-4,fib,skynet,pipeline,reduce,pgzip,idle,wake,\n"
             "                   floor\n"
             "  --runtimes LIST  only these runtimes: knit,tbb,omp,glib,uv,pigz,serial,machine\n"
-            "  --verbose        show the workloads' INFO lines\n");
+            "  --verbose        show the workloads' INFO lines\n"
+            "  --no-timeline    skip the ticket+tl variant (ticket with the timeline\n"
+            "                   on: KNIT_TIMELINE=/dev/null); the other variants\n"
+            "                   always run with KNIT_TIMELINE unset\n");
 }
 
 static unsigned parse_uint(const char *opt_name, const char *s, unsigned lo, unsigned hi) {
@@ -241,6 +250,8 @@ static void parse_args(int argc, char **argv) {
             opt.quick = 1;
         } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             opt.verbose = 1;
+        } else if (!strcmp(a, "--no-timeline")) {
+            opt.no_timeline = 1;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             exit(0);
@@ -465,6 +476,24 @@ static int lines_chunk(void *ctx, const char *buf, size_t n) {
     return bad;
 }
 
+/* A knit variant "<sched>+tl" is <sched> with the timeline on. Returns
+ * whether it is one; *sched is the discipline to pass. */
+#define TL_SUFFIX "+tl"
+static int timeline_variant(const char *variant, char *sched, size_t cap) {
+    size_t n = strlen(variant), k = strlen(TL_SUFFIX);
+    int tl = n > k && strcmp(variant + n - k, TL_SUFFIX) == 0;
+    sfmt(sched, cap, "%.*s", (int)(tl ? n - k : n), variant);
+    return tl;
+}
+
+/* Sets (or clears) KNIT_TIMELINE for the next child. */
+static void timeline_env(int on) {
+    if (on)
+        setenv("KNIT_TIMELINE", "/dev/null", 1);
+    else
+        unsetenv("KNIT_TIMELINE");
+}
+
 /* One job: a workload binary for one row, runtime, variant. */
 typedef struct job {
     const char *row, *runtime, *variant;
@@ -486,7 +515,15 @@ static int job_line(void *ctx, char *line) {
         fprintf(stderr, "    (%s/%s) %s\n", j->runtime, j->variant, line);
         return 0;
     }
-    /* The knit binary names its discipline; others print "-". */
+    /* The knit binary names its discipline (and "<sched>+frames" for its
+     * frames rows); others print "-". A timeline job ("ticket+tl") ran as
+     * its discipline: its results get the suffix back ("ticket+tl",
+     * "ticket+frames+tl"). */
+    char tlvar[48], base[32];
+    if (strcmp(rt, "knit") == 0 && timeline_variant(j->variant, base, sizeof base)) {
+        sfmt(tlvar, sizeof tlvar, "%s%s", var, TL_SUFFIX);
+        sfmt(var, sizeof var, "%s", tlvar);
+    }
     series *s = get_series(row, rt, var);
     add_value(s, v, unit, better);
     unsigned k;
@@ -523,13 +560,17 @@ static void run_workload(const workload *w, const char *runtime, const char *var
     argv[a++] = "--reps";
     argv[a++] = reps;
     if (opt.quick) argv[a++] = "--quick";
+    char sched[32];
+    int tl = timeline_variant(variant, sched, sizeof sched);
     if (strcmp(variant, "-") != 0) {
         argv[a++] = "--sched";
-        argv[a++] = (char *)variant;
+        argv[a++] = sched;
     }
     argv[a] = NULL;
     lines l = {.line = job_line, .ctx = &j};
+    timeline_env(tl);
     run_result r = run_child(argv, -1, lines_chunk, &l, child_timeout());
+    timeline_env(0);
     char why[96];
     if (r.status != 0 || r.timed_out) {
         describe(&r, why, sizeof why);
@@ -675,9 +716,13 @@ static void run_pgzip(const char *runtime, const char *variant, int index, int t
         unlink(out);
         run_result r;
         if (is_knit) {
-            char *argv[] = {pgzip, "--threads", threads, "--sched", (char *)variant, "--level", "6",
+            char sched[32];
+            int tl = timeline_variant(variant, sched, sizeof sched);
+            char *argv[] = {pgzip, "--threads", threads, "--sched", sched, "--level", "6",
                             "--quiet", corpus_path, out, NULL};
+            timeline_env(tl);
             r = run_child(argv, -1, NULL, NULL, child_timeout());
+            timeline_env(0);
         } else {
             int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
             if (fd < 0) {
@@ -1080,10 +1125,17 @@ int main(int argc, char **argv) {
     uname(&un);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
+    timeline_env(0); /* only the +tl variant records a timeline */
     if (list_disciplines() != 0) {
         fprintf(stderr, "compare: cannot list knit's disciplines (knit_work missing or failing)\n");
         return 1;
     }
+    /* The timeline's cost: ticket again with it on. */
+    for (unsigned v = 0; v < nvariants && !opt.no_timeline; v++)
+        if (strcmp(variants[v], "ticket") == 0 && nvariants < MAX_VARIANTS) {
+            sfmt(variants[nvariants++], sizeof variants[0], "ticket" TL_SUFFIX);
+            break;
+        }
     printf("knit compare: %s run, %u thread%s per runtime, %u reps\n", opt.quick ? "quick" : "full",
            opt.threads, opt.threads == 1 ? "" : "s", opt.reps);
     printf("machine: %s, %ld CPUs, %s %s; load average at start %s\n", cpu, ncpu, un.sysname,

@@ -27,7 +27,8 @@ extern "C" {
     X(E2BIG, -11, "payload too large")                                     \
     X(EBUSY, -12, "busy")                                                  \
     X(EABI, -13, "incompatible plugin ABI")                                \
-    X(EALREADY, -14, "already taken or released")
+    X(EALREADY, -14, "already taken or released")                          \
+    X(EIO, -15, "input/output error")
 
 enum knit_errno {
 #define KNIT__ERRNO_ENUM(name, value, text) KNIT_##name = (value),

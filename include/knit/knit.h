@@ -73,6 +73,12 @@ typedef struct knit_pool_options {
     void *trace_ctx;
     size_t arena_bytes;    /* payload arena: a hard cap; 0: 64 MiB */
     size_t max_payload;    /* largest single payload; 0: arena_bytes / 4 */
+    /* The timeline (see "timeline" below): the file a Chrome Trace Event
+     * JSON is written to; NULL: $KNIT_TIMELINE, else no timeline. */
+    const char *timeline;
+    size_t timeline_events; /* records kept per thread (16 .. 4194304, a
+                               power of two is used); 0: $KNIT_TIMELINE_EVENTS,
+                               else 65536. Does not switch the timeline on. */
 } knit_pool_options;
 
 #define KNIT_POOL_OPTIONS_INIT { .size = sizeof(knit_pool_options) }
@@ -149,6 +155,12 @@ int knit_task_fail(knit_task *task, int code, const char *fmt, ...)
 /* True when the task was asked to stop (knit_future_cancel, pool cancel). */
 bool knit_task_cancelled(const knit_task *task);
 knit_pool *knit_task_pool(const knit_task *task);
+/* Names the running task in the pool's timeline (until it returns);
+ * `label` must stay valid for the pool's life (a string literal). Without
+ * a label a task is named by its function's symbol (dladdr: link with
+ * -rdynamic to see static programs' names), else its address. Costs one
+ * store; KNIT_EINVAL if task is NULL. */
+int knit_task_label(knit_task *task, const char *label);
 /* In a continuation: the outcome of the future it follows (as knit_await
  * would return it) and its result. KNIT_EINVAL in a plain task. */
 int knit_task_antecedent(const knit_task *task, void **result);
@@ -318,6 +330,32 @@ int knit_pipeline_run(knit_pipeline *pl);
 int knit_pipeline_cancel(knit_pipeline *pl);
 int knit_pipeline_stats_get(const knit_pipeline *pl, knit_pipeline_stats *out);
 void knit_pipeline_destroy(knit_pipeline *pl);
+
+/* ---- timeline ----
+ *
+ * A record of what every thread did, for ui.perfetto.dev or
+ * chrome://tracing (Chrome Trace Event JSON). Switched on per pool by
+ * options.timeline or $KNIT_TIMELINE=path (read by knit_pool_create); the
+ * n-th further pool of the process given the same path writes path.n
+ * (path, path.1, path.2, ...). knit_pool_create opens the file (creating
+ * it) to check it: KNIT_EIO if it cannot. Each worker and each other
+ * thread that runs or awaits tasks records into its own ring of
+ * timeline_events records, one per finished span: tasks (by label),
+ * parked spans, awaits (and the tasks run while awaiting), claims and
+ * steals (instants), pipeline stages, an items-in-flight counter per
+ * pipeline and the time its input was blocked, parallel_for pieces. A full
+ * ring overwrites its oldest records; the file says how many were dropped.
+ * knit_pool_destroy writes the final file (after the workers stopped; a
+ * failure to write it then is not reported: the path was checked at
+ * create). Off, the pool allocates nothing for it and each hook is one
+ * branch. ./bazelw run //tools:timeline -- file.json prints a summary and
+ * draws a Gantt chart. */
+
+/* Writes the timeline now, to `path` (NULL: the pool's own path); safe
+ * while the pool runs, from any thread, also inside a task. KNIT_ENOENT if
+ * the pool has no timeline, KNIT_EIO (the message names the file and the
+ * reason), KNIT_EINVAL, KNIT_ENOMEM, KNIT_ESHUTDOWN. */
+int knit_pool_timeline_write(knit_pool *pool, const char *path);
 
 /* ---- stats ---- */
 
