@@ -33,6 +33,19 @@
 extern "C" {
 #endif
 
+/* The version: the only place it is written. The build names the shared
+ * library libknit.so.MAJOR.MINOR.PATCH (SONAME libknit.so.MAJOR) from
+ * these lines, and the installed knit.pc and knitConfigVersion.cmake
+ * report it. MAJOR changes whenever the ABI does (knit_pool_options, the
+ * stats structs, knit_sched_ops, a function's signature). */
+#define KNIT_VERSION_MAJOR 0
+#define KNIT_VERSION_MINOR 1
+#define KNIT_VERSION_PATCH 0
+
+/* The library's version as "MAJOR.MINOR.PATCH": of the library actually
+ * loaded, which may differ from the KNIT_VERSION_* macros compiled in. */
+const char *knit_version(void);
+
 typedef struct knit_pool knit_pool;
 typedef struct knit_future knit_future;
 typedef struct knit_task knit_task; /* context of a running task */
@@ -52,13 +65,15 @@ enum knit_destroy_how {
 };
 
 /* Most worker threads a pool accepts: a carpet serves at most
- * KNIT_SCHED_MAX_CONSUMERS (64) consumers. threads = 0 takes one per
- * online CPU, at most this many. */
+ * KNIT_SCHED_MAX_CONSUMERS (64) consumers. threads = 0 takes one per CPU
+ * the process may use, at most this many: the CPUs in its affinity mask
+ * (sched_getaffinity), capped by its cgroup v2 CPU quota (cpu.max, rounded
+ * up) when one is set. */
 #define KNIT_MAX_THREADS 64u
 
 typedef struct knit_pool_options {
     size_t size;           /* sizeof(knit_pool_options), set by the INIT macro */
-    unsigned threads;      /* workers; 0: one per online CPU (<= 64) */
+    unsigned threads;      /* workers; 0: one per usable CPU (<= 64) */
     const char *sched;     /* discipline; NULL: $KNIT_SCHED, else "ticket" */
     unsigned region_lanes; /* 0: default (8; dekker: as many as fit) */
     size_t max_pending;    /* tasks submitted and not yet started; 0: 65536 */
