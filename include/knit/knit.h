@@ -87,7 +87,14 @@ typedef struct knit_pool_options {
     size_t max_payload;    /* largest single payload; 0: arena_bytes / 4 */
 } knit_pool_options;
 
+/* In C++ (no designated initializers before C++20) the same value, zeroed
+ * with the size set, so the header stays -pedantic clean there too. */
+#ifdef __cplusplus
+#define KNIT__OPTIONS_INIT_CXX(T) ([] { T o_{}; o_.size = sizeof o_; return o_; }())
+#define KNIT_POOL_OPTIONS_INIT KNIT__OPTIONS_INIT_CXX(knit_pool_options)
+#else
 #define KNIT_POOL_OPTIONS_INIT { .size = sizeof(knit_pool_options) }
+#endif
 
 /* Creates a pool and starts its workers. KNIT_EINVAL (with the option, the
  * value and the limit in knit_last_error()), KNIT_ENOMEM. */
@@ -285,7 +292,11 @@ typedef struct knit_pipeline_options {
     size_t nstages;       /* 1 .. 64 */
     size_t max_in_flight; /* 0: 4 per worker */
 } knit_pipeline_options;
+#ifdef __cplusplus
+#define KNIT_PIPELINE_OPTIONS_INIT KNIT__OPTIONS_INIT_CXX(knit_pipeline_options)
+#else
 #define KNIT_PIPELINE_OPTIONS_INIT { .size = sizeof(knit_pipeline_options) }
+#endif
 
 typedef struct knit_pipeline knit_pipeline;
 
