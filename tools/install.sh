@@ -70,16 +70,17 @@ manifest=$prefix/share/knit/install_manifest.txt
 # and libdir one of the directories the loader's cache covers.
 maybe_ldconfig() {
   [[ $(id -u) == 0 && -z $destdir ]] || return 0
-  command -v ldconfig >/dev/null || return 0
+  local ldconfig=${KNIT_LDCONFIG:-ldconfig}  # tools/install_test.sh: a stand-in
+  command -v "$ldconfig" >/dev/null || return 0
   local want d
-  want=$(readlink -f "$libdir" 2>/dev/null || printf '%s' "$libdir")
+  want=$(readlink -m "$libdir")
   while IFS= read -r d; do
-    if [[ $(readlink -f "$d" 2>/dev/null) == "$want" ]]; then
+    if [[ $(readlink -m "$d") == "$want" ]]; then
       echo "install: ldconfig ($libdir is a system library directory)"
-      ldconfig
+      "$ldconfig"
       return 0
     fi
-  done < <(ldconfig -vNX 2>/dev/null | sed -n 's/^\([^[:space:]][^:]*\):.*/\1/p')
+  done < <("$ldconfig" -vNX 2>/dev/null | sed -n 's/^\([^[:space:]][^:]*\):.*/\1/p')
 }
 
 # ---- uninstall ------------------------------------------------------------
@@ -184,6 +185,13 @@ fill() { # fill TEMPLATE DEST: substitutes the @...@ words
 }
 
 [[ -z $destdir ]] || mkdir -p -- "$destdir"  # the packager's, not recorded
+# Installing over an earlier install: keep the directories it created, so
+# that --uninstall still removes them.
+if [[ -f $destdir$manifest ]]; then
+  while read -r kind path; do
+    [[ $kind != d ]] || created+=("$path")
+  done < "$destdir$manifest"
+fi
 put 0755 "$src/libknit.so" "$libdir/$so"
 link "$so" "$libdir/$soname"
 link "$soname" "$libdir/libknit.so"

@@ -217,12 +217,42 @@ EOF
 }
 check "knitConfigVersion.cmake: accepts $version exactly, refuses $((major + 1)).0" version_reject
 
-# ---- uninstall ----
+# ---- uninstall (after installing a second time over the first) ----
 uninstall_ok() {
-  ./bazelw run //:install -- --uninstall --prefix "$prefix" &&
-    diff <(echo "$before") <(cd "$prefix" && find . | sort)
+  ./bazelw run //:install -- --prefix "$prefix" &&
+    ./bazelw run //:install -- --uninstall --prefix "$prefix" &&
+    diff <(echo "$before") <(cd "$prefix" && find . | sort) &&
+    ! ./bazelw run //:install -- --uninstall --prefix "$prefix"  # nothing left to remove
 }
-check "uninstall leaves the prefix as it was" uninstall_ok
+check "reinstall, then uninstall leaves the prefix as it was" uninstall_ok
+
+# ---- ldconfig: only as root, without --destdir, into a loader directory ----
+# A stand-in ldconfig ($KNIT_LDCONFIG; not PATH, which would make Bazel
+# rebuild everything): `-vNX` lists $FAKE_LDSO_DIR as the loader's
+# one directory; any other call is logged.
+if [[ $(id -u) == 0 ]]; then
+  mkdir -p "$tmp/fakebin"
+  printf '%s\n' '#!/bin/sh' \
+    'if [ "$1" = -vNX ]; then echo "$FAKE_LDSO_DIR: (from fake.conf:1)"; exit 0; fi' \
+    'echo "ldconfig $*" >> "$FAKE_LDSO_LOG"' > "$tmp/fakebin/ldconfig"
+  chmod +x "$tmp/fakebin/ldconfig"
+  ldconfig_cases() {
+    local p=$tmp/sys
+    export FAKE_LDSO_LOG=$tmp/ldconfig.log
+    : > "$FAKE_LDSO_LOG"
+    run_with() { FAKE_LDSO_DIR=$1 KNIT_LDCONFIG=$tmp/fakebin/ldconfig ./bazelw run //:install -- "${@:2}"; }
+    calls() { [[ $(wc -l < "$FAKE_LDSO_LOG") == "$1" ]] || { echo "ldconfig ran $(wc -l < "$FAKE_LDSO_LOG") times, want $1"; return 1; }; }
+    # A loader directory: ldconfig runs after install and after uninstall.
+    run_with "$p/lib" --prefix "$p" && calls 1 &&
+      run_with "$p/lib" --uninstall --prefix "$p" && calls 2 &&
+      # Not a loader directory, or staged with --destdir: no ldconfig.
+      run_with /nowhere --prefix "$p" && run_with /nowhere --uninstall --prefix "$p" &&
+      run_with "$p/lib" --destdir "$tmp/st2" --prefix "$p" && calls 2
+  }
+  check "ldconfig runs as root into a loader directory, not otherwise" ldconfig_cases
+else
+  echo "install: SKIP the ldconfig case (not root)"
+fi
 
 # ---- --destdir and --libdir (a packager's staging install) ----
 stage=$tmp/stage
@@ -244,7 +274,8 @@ if(NOT EXISTS "${loc}")
 endif()
 message(STATUS "knit::knit at ${loc}")
 EOF
-    cmake -S "$tmp/cms" -B "$tmp/cms/b" -DCMAKE_PREFIX_PATH="$stage$p" | grep -q "knit::knit at $stage$p/$multi/libknit.so.$version" &&
+    cmake -S "$tmp/cms" -B "$tmp/cms/b" -DCMAKE_PREFIX_PATH="$stage$p" > "$tmp/cms/log" &&
+    grep -q "knit::knit at $stage$p/$multi/libknit.so.$version" "$tmp/cms/log" &&
     ./bazelw run //:install -- --uninstall --destdir "$stage" --prefix $p --libdir $multi &&
     [[ -z $(ls -A "$stage") ]]
 }
