@@ -97,7 +97,13 @@ exports_ok() {
 }
 check "exports ($(wc -l < "$tmp/exports")) = the headers' functions ($(wc -l < "$tmp/declared"))" exports_ok
 
-# libknit.a is position-independent: it links into a shared object.
+# libknit.a holds an object for every library source file...
+archive_ok() {
+  diff <(cd "$repo" && ls payload/*.c runtime/*.c sched/*.c | xargs -n1 basename | sed 's/\.c$/.o/' | sort) \
+       <(ar t "$lib/libknit.a" | sed 's/\.pic\.o$/.o/' | sort)
+}
+check "libknit.a: one object per library source" archive_ok
+# ...and is position-independent: it links into a shared object.
 check "libknit.a is PIC (links into a .so)" \
   $CC -shared -o "$tmp/libwhole.so" -Wl,--whole-archive "$lib/libknit.a" \
   -Wl,--no-whole-archive -ljemalloc -pthread -Wl,-z,defs
