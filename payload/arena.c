@@ -24,8 +24,8 @@
  * new_addr); dalloc and destroy give one back. The array never grows: n
  * disjoint, non-touching, page-aligned ranges need at least 2n - 1 pages,
  * so (pages + 1) / 2 entries always suffice. It is mapped (NORESERVE) at
- * create rather than malloc'd: the hooks run inside jemalloc, and in this
- * process malloc is jemalloc.
+ * create rather than malloc'd: the hooks run inside jemalloc, and malloc
+ * may be jemalloc too (see "Two allocators" below).
  *
  * Every free byte reads as zero: the region starts as fresh anonymous
  * memory, and a range is given back only after MADV_DONTNEED (after which
@@ -96,6 +96,20 @@
  * touches freed blocks only from its own uninstrumented code. destroy
  * unpoisons the region before unmapping it, so that a later mapping at the
  * same address starts clean.
+ *
+ * Two allocators
+ * --------------
+ * Whether malloc is jemalloc depends on the program, not on knit: a Bazel
+ * binary or a static link (-ljemalloc before libc) gets jemalloc's malloc;
+ * an application that links only libknit.so gets glibc's, and jemalloc
+ * then serves only the *allocx/mallctl calls below. So nothing may cross:
+ * this file alone calls mallocx/sallocx/sdallocx, only on this arena's
+ * blocks (knit__arena_free refuses a pointer outside the region, and
+ * knit_payload_buf wraps only pointers the arena owns); everything else in
+ * knit, and every knit_buf_malloced buffer, is malloc/free (runtime/alloc.h)
+ * whichever malloc that is; knit_task_take_buf of inline bytes hands out a
+ * malloc'ed copy with free as its free_fn. tools/install_test.sh runs a
+ * program over every such path with glibc's malloc, under ASan as well.
  *
  * Counters
  * --------

@@ -47,6 +47,7 @@
 #include "payload/arena.h"
 #include "runtime/alloc.h"
 #include "runtime/cpu.h"
+#include "runtime/cpus.h"
 #include "runtime/error.h"
 
 /* Handles of destroyed pools, kept so late calls get KNIT_ESHUTDOWN. */
@@ -415,8 +416,8 @@ static_assert(KNIT_MAX_THREADS <= KNIT_SCHED_MAX_CONSUMERS,
               "every worker is a consumer of every carpet");
 
 static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    p->threads = o->threads ? o->threads : (unsigned)(cpus > 0 ? cpus : 1);
+    /* threads = 0: the CPUs we may use (affinity mask, cgroup quota). */
+    p->threads = o->threads ? o->threads : knit__usable_cpus();
     if (o->threads == 0 && p->threads > KNIT_MAX_THREADS)
         p->threads = KNIT_MAX_THREADS; /* the default fits any machine */
     if (p->threads > KNIT_MAX_THREADS)

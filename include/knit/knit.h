@@ -33,6 +33,19 @@
 extern "C" {
 #endif
 
+/* The version: the only place it is written. The build names the shared
+ * library libknit.so.MAJOR.MINOR.PATCH (SONAME libknit.so.MAJOR) from
+ * these lines, and the installed knit.pc and knitConfigVersion.cmake
+ * report it. MAJOR changes whenever the ABI does (knit_pool_options, the
+ * stats structs, knit_sched_ops, a function's signature). */
+#define KNIT_VERSION_MAJOR 0
+#define KNIT_VERSION_MINOR 1
+#define KNIT_VERSION_PATCH 0
+
+/* The library's version as "MAJOR.MINOR.PATCH": of the library actually
+ * loaded, which may differ from the KNIT_VERSION_* macros compiled in. */
+const char *knit_version(void);
+
 typedef struct knit_pool knit_pool;
 typedef struct knit_future knit_future;
 typedef struct knit_task knit_task; /* context of a running task */
@@ -55,13 +68,15 @@ enum knit_destroy_how {
 };
 
 /* Most worker threads a pool accepts: a carpet serves at most
- * KNIT_SCHED_MAX_CONSUMERS (64) consumers. threads = 0 takes one per
- * online CPU, at most this many. */
+ * KNIT_SCHED_MAX_CONSUMERS (64) consumers. threads = 0 takes one per CPU
+ * the process may use, at most this many: the CPUs in its affinity mask
+ * (sched_getaffinity), capped by its cgroup v2 CPU quota (cpu.max, rounded
+ * up) when one is set. */
 #define KNIT_MAX_THREADS 64u
 
 typedef struct knit_pool_options {
     size_t size;           /* sizeof(knit_pool_options), set by the INIT macro */
-    unsigned threads;      /* workers; 0: one per online CPU (<= 64) */
+    unsigned threads;      /* workers; 0: one per usable CPU (<= 64) */
     const char *sched;     /* discipline; NULL: $KNIT_SCHED, else "ticket" */
     unsigned region_lanes; /* 0: default (8; dekker: as many as fit) */
     size_t max_pending;    /* tasks submitted and not yet started; 0: 65536 */
@@ -81,7 +96,14 @@ typedef struct knit_pool_options {
                                else 65536. Does not switch the timeline on. */
 } knit_pool_options;
 
+/* In C++ (no designated initializers before C++20) the same value, zeroed
+ * with the size set, so the header stays -pedantic clean there too. */
+#ifdef __cplusplus
+#define KNIT__OPTIONS_INIT_CXX(T) ([] { T o_{}; o_.size = sizeof o_; return o_; }())
+#define KNIT_POOL_OPTIONS_INIT KNIT__OPTIONS_INIT_CXX(knit_pool_options)
+#else
 #define KNIT_POOL_OPTIONS_INIT { .size = sizeof(knit_pool_options) }
+#endif
 
 /* Creates a pool and starts its workers. KNIT_EINVAL (with the option, the
  * value and the limit in knit_last_error()), KNIT_ENOMEM. */
@@ -311,7 +333,11 @@ typedef struct knit_pipeline_options {
     size_t nstages;       /* 1 .. 64 */
     size_t max_in_flight; /* 0: 4 per worker */
 } knit_pipeline_options;
+#ifdef __cplusplus
+#define KNIT_PIPELINE_OPTIONS_INIT KNIT__OPTIONS_INIT_CXX(knit_pipeline_options)
+#else
 #define KNIT_PIPELINE_OPTIONS_INIT { .size = sizeof(knit_pipeline_options) }
+#endif
 
 typedef struct knit_pipeline knit_pipeline;
 
