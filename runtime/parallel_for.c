@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/first_failure.h"
 #include "runtime/pool.h"
 
 struct knit__pfor {
@@ -22,25 +23,13 @@ struct knit__pfor {
     knit_range_fn fn;
     void *ctx;
     size_t grain;
-    _Atomic int failed; /* 0, then 1 for the failure that keeps its text */
-    int code;           /* written by the CAS winner, read after the joins */
-    char msg[512];
+    struct knit__first_failure ff;
 };
 
 struct knit__piece {
     struct knit__pfor *pf;
     size_t begin, end;
 };
-
-static void knit__pfor_failed(struct knit__pfor *pf, int code) {
-    int expect = 0;
-    if (atomic_compare_exchange_strong_explicit(&pf->failed, &expect, 1,
-                                                memory_order_acq_rel,
-                                                memory_order_relaxed)) {
-        pf->code = code;
-        snprintf(pf->msg, sizeof pf->msg, "%s", knit_last_error());
-    }
-}
 
 static void *knit__pfor_piece(knit_task *task, void *arg) {
     if (task != NULL && !task->frame_child) knit_task_label(task, "parallel_for");
@@ -57,17 +46,16 @@ static void *knit__pfor_piece(knit_task *task, void *arg) {
         n++;
         end = mid;
     }
-    /* acquire: pairs with the winner's acq_rel CAS; a later piece skips. */
-    if (!atomic_load_explicit(&pf->failed, memory_order_acquire)) {
+    if (!knit__first_failure_seen(&pf->ff)) { /* a later piece skips */
         int64_t t0 = pf->tlp != NULL ? knit__now_ns() : 0;
         int rc = pf->fn(pf->ctx, begin, end);
         if (pf->tlp != NULL) knit__tl_self(pf->tlp, KNIT__TL_PIECE, t0, begin, end, 0);
-        if (rc < 0) knit__pfor_failed(pf, rc);
+        if (rc < 0) knit__first_failure_set(&pf->ff, rc);
     }
     while (n > 0) {
         n--;
         int rc = knit_join(task, &frames[n], NULL);
-        if (rc < 0) knit__pfor_failed(pf, rc); /* cannot fail: a bug */
+        if (rc < 0) knit__first_failure_set(&pf->ff, rc); /* cannot fail: a bug */
     }
     return NULL;
 }
@@ -100,12 +88,10 @@ int knit_parallel_for(knit_pool *h, size_t begin, size_t end, size_t grain,
     pf.ctx = ctx;
     pf.grain = grain;
     pf.tlp = KNIT__TL_ON(h->p) ? h->p : NULL;
-    atomic_init(&pf.failed, 0);
+    knit__first_failure_init(&pf.ff);
     struct knit__piece all = {&pf, begin, end};
     rc = knit__frames_root(h, knit__pfor_piece, &all);
     knit__pool_exit(h);
     if (rc < 0) return rc; /* message set */
-    if (atomic_load_explicit(&pf.failed, memory_order_acquire))
-        return knit__fail(pf.code, "%s", pf.msg);
-    return 0;
+    return knit__first_failure_report(&pf.ff);
 }

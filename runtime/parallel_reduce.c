@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "runtime/error.h"
+#include "runtime/first_failure.h"
 #include "runtime/pool.h"
 
 struct knit__reduce {
@@ -23,9 +24,7 @@ struct knit__reduce {
     knit_reduce_combine combine;
     void *ctx;
     size_t grain;
-    _Atomic int failed; /* 0, then 1 for the failure that keeps its text */
-    int code;           /* written by the CAS winner, read after the joins */
-    char msg[512];
+    struct knit__first_failure ff;
 };
 
 /* One node of the fold: reduces [begin, end) into out. */
@@ -35,24 +34,13 @@ struct knit__rnode {
     void *out;
 };
 
-static void knit__reduce_failed(struct knit__reduce *r, int code) {
-    int expect = 0;
-    if (atomic_compare_exchange_strong_explicit(&r->failed, &expect, 1,
-                                                memory_order_acq_rel,
-                                                memory_order_relaxed)) {
-        r->code = code;
-        snprintf(r->msg, sizeof r->msg, "%s", knit_last_error());
-    }
-}
-
 static void *knit__reduce_node(knit_task *task, void *arg) {
     const struct knit__rnode *nd = arg;
     struct knit__reduce *r = nd->r;
-    /* acquire: pairs with the winner's acq_rel CAS; a later piece skips. */
-    if (atomic_load_explicit(&r->failed, memory_order_acquire)) return NULL;
+    if (knit__first_failure_seen(&r->ff)) return NULL; /* a later piece skips */
     if (nd->end - nd->begin <= r->grain) {
         int rc = r->body(r->ctx, nd->begin, nd->end, nd->out);
-        if (rc < 0) knit__reduce_failed(r, rc);
+        if (rc < 0) knit__first_failure_set(&r->ff, rc);
         return NULL;
     }
     size_t mid = nd->begin + (nd->end - nd->begin) / 2;
@@ -63,7 +51,7 @@ static void *knit__reduce_node(knit_task *task, void *arg) {
     knit_fork(task, &fr, knit__reduce_node, &hi);
     knit__reduce_node(task, &lo);
     knit_join(task, &fr, NULL); /* the node reports failures through r */
-    if (!atomic_load_explicit(&r->failed, memory_order_acquire))
+    if (!knit__first_failure_seen(&r->ff))
         r->combine(r->ctx, nd->out, right);
     return NULL;
 }
@@ -96,19 +84,18 @@ int knit_parallel_reduce(knit_pool *h, size_t begin, size_t end, size_t grain,
     r.ctx = ctx;
     r.grain = grain ? grain : (end - begin) / 256;
     if (r.grain == 0) r.grain = 1;
-    atomic_init(&r.failed, 0);
+    knit__first_failure_init(&r.ff);
     alignas(max_align_t) unsigned char value[KNIT_REDUCE_MAX_VALUE];
     struct knit__rnode root = {&r, begin, end, value};
     if (begin == end) { /* the identity */
         int brc = body(ctx, begin, end, value);
-        if (brc < 0) knit__reduce_failed(&r, brc);
+        if (brc < 0) knit__first_failure_set(&r.ff, brc);
     } else {
         rc = knit__frames_root(h, knit__reduce_node, &root);
     }
     knit__pool_exit(h);
     if (rc < 0) return rc; /* message set */
-    if (atomic_load_explicit(&r.failed, memory_order_acquire))
-        return knit__fail(r.code, "%s", r.msg);
-    memcpy(result, value, value_size);
-    return 0;
+    rc = knit__first_failure_report(&r.ff);
+    if (rc == 0) memcpy(result, value, value_size);
+    return rc;
 }
