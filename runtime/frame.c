@@ -391,7 +391,12 @@ void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
     f->code = child.failed ? KNIT_ETASK : 0;
     f->task_code = child.code;
     f->message = child.message;
-    if (w != NULL) knit__stat_add(&w->frames_stolen, 1);
+    if (w != NULL) {
+        knit__stat_add(&w->frames_stolen, 1);
+    } else { /* a thread that helps while it awaits: its own record */
+        struct knit__producer *rec = knit__producer_get(p->handle, p);
+        if (rec != NULL) knit__stat_add(&rec->frames_stolen, 1);
+    }
     /* seq-cst (so also acq_rel): releases the result to the owner's
      * acquire load; seq-cst against the owner's park re-check (see the
      * top). The last touch of f. */

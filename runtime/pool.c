@@ -780,6 +780,7 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
         out->cancelled += KNIT__LD(r->cancelled);
         out->skipped += KNIT__LD(r->skipped);
         out->failed += KNIT__LD(r->failed);
+        out->frames_stolen += KNIT__LD(r->frames_stolen);
     }
     out->carpets_spare = p->nspare;
     out->carpets_moved = p->carpets_moved;

@@ -161,6 +161,7 @@ struct knit__producer {
     struct knit__producer *next; /* pool's list (pool lock) */
     /* Stats, written by the owner only. */
     _Atomic uint64_t submitted, helped, cancelled, skipped, failed;
+    _Atomic uint64_t frames_stolen; /* by this thread while it helped */
 };
 
 struct knit__worker {

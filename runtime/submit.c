@@ -121,6 +121,7 @@ static struct knit__producer *knit__producer_new(struct knit__pool *p) {
     atomic_init(&rec->cancelled, 0);
     atomic_init(&rec->skipped, 0);
     atomic_init(&rec->failed, 0);
+    atomic_init(&rec->frames_stolen, 0);
     return rec;
 }
 
