@@ -143,9 +143,9 @@ static void knit__fork_slow(struct knit__pool *p, knit__fdq *q, uint32_t h) {
     if (share) knit__fdq_share(p, q);
 }
 
-/* Runs fn as a frame child of `parent` on this thread. */
-static inline __attribute__((always_inline)) void knit__frame_call(struct knit__frame *f, const knit_task *parent,
-                             knit__fdq *q) {
+/* A frame child's own knit_task: its root's pool and future (for
+ * knit_task_cancelled), forking into q. */
+static inline knit_task knit__child_task(const knit_task *parent, knit__fdq *q) {
     knit_task child = {0};
     if (parent != NULL) {
         child.pool = parent->pool;
@@ -153,12 +153,24 @@ static inline __attribute__((always_inline)) void knit__frame_call(struct knit__
     }
     child.fdq = q;
     child.frame_child = true;
+    return child;
+}
+
+/* Keeps a finished child's outcome in its frame, for the join. */
+static inline void knit__frame_keep(struct knit__frame *f, const knit_task *child) {
+    f->code = child->failed ? KNIT_ETASK : 0;
+    f->task_code = child->code;
+    f->message = child->message;
+}
+
+/* Runs fn as a frame child of `parent` on this thread. */
+static inline __attribute__((always_inline)) void
+knit__frame_call(struct knit__frame *f, const knit_task *parent, knit__fdq *q) {
+    knit_task child = knit__child_task(parent, q);
     uint32_t entry = q != NULL ? q->head : 0;
     f->result = f->fn(&child, f->arg);
     if (q != NULL) knit__fdq_check_joined(q, entry, f->fn);
-    f->code = child.failed ? KNIT_ETASK : 0;
-    f->task_code = child.code;
-    f->message = child.message;
+    knit__frame_keep(f, &child);
 }
 
 int knit_fork(knit_task *task, knit_frame *frame, knit_fn fn, void *arg) {
@@ -369,11 +381,7 @@ void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
     knit_task *outer = tls->current;
     /* The child counts as this thread's current task: a submit or an
      * await inside it works as inside any task. */
-    knit_task child = {0};
-    child.pool = f->parent->pool;
-    child.future = f->parent->future;
-    child.fdq = mine;
-    child.frame_child = true;
+    knit_task child = knit__child_task(f->parent, mine);
     tls->current = &child;
     tls->depth++;
     uint32_t entry = mine->head;
@@ -388,9 +396,7 @@ void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
     if (KNIT__TL_ON(p))
         knit__tl_frame(p, w, (uintptr_t)f->fn, child.label, t0, tls->depth + 1,
                        outer != NULL || w == NULL, victim);
-    f->code = child.failed ? KNIT_ETASK : 0;
-    f->task_code = child.code;
-    f->message = child.message;
+    knit__frame_keep(f, &child);
     if (w != NULL) {
         knit__stat_add(&w->frames_stolen, 1);
     } else { /* a thread that helps while it awaits: its own record */
