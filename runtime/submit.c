@@ -171,8 +171,9 @@ struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p) {
  * (pool lock held; `self` is the caller's record, which it holds). First
  * pass: every empty carpet beyond a record's first KNIT__CARPET_RESERVE
  * goes back to the spares (an idle thread keeps a small reserve, not its
- * whole last burst). If that found nothing, second pass: any carpet with a
- * free lane, reserve or not. A record whose owner is publishing is
+ * whole last burst). If that found nothing, second pass: the first carpet
+ * with a free lane, reserve or not (only the one the caller needs: idle
+ * threads keep the rest). A record whose owner is publishing is
  * skipped: it is not idle, and the taker never waits for an owner.
  * Returns the carpets moved. */
 static unsigned knit__carpets_reclaim(struct knit__pool *p,
@@ -200,12 +201,14 @@ static unsigned knit__carpets_reclaim(struct knit__pool *p,
                 if (pass == 0 ? busy == 0 : busy < KNIT_LANES) {
                     knit__carpet_give_back(p, r, i);
                     moved++;
+                    if (pass == 1) break; /* the one the caller needs */
                 }
             }
             /* release: pairs with the owner's acquire CAS in
              * knit__hold_enter; it sees its shorter list. */
             atomic_store_explicit(&r->hold, KNIT__HOLD_FREE,
                                   memory_order_release);
+            if (pass == 1 && moved > 0) break;
         }
     }
     p->carpets_moved += moved;
