@@ -207,7 +207,7 @@ int knit_submit_buf(knit_pool *h, knit_fn fn, knit_buf *buf, knit_future **out) 
 /* A frame child (knit_fork) carries no payload of its own: its future
  * field is its root task's. */
 static bool knit__frame_child(const knit_task *task, const char *fn) {
-    if (!task->frame_child) return false;
+    if (!knit__task_is_frame_child(task)) return false;
     knit__fail(KNIT_EINVAL, "%s: not in a forked (knit_fork) child: it has "
                             "no payload; pass data through its arg",
                fn);
@@ -287,7 +287,7 @@ int knit_future_take_buf(knit_future *f, knit_buf *out) {
 }
 
 int knit_task_antecedent_buf(knit_task *task, knit_buf *out) {
-    if (task == NULL || out == NULL || task->frame_child ||
+    if (task == NULL || out == NULL || knit__task_is_frame_child(task) ||
         task->future->antecedent == NULL)
         return knit__fail(KNIT_EINVAL, "knit_task_antecedent_buf: not in a continuation");
     return knit__take_out(task->future->antecedent, out);

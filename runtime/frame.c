@@ -12,12 +12,18 @@
  * thief can succeed) and never reads a shared cell after it was taken.
  *
  * Fork (owner): cells[head] = fr, head++. No RMW, no fence: the frame is
- * private. Rarely (the deque was empty, a thief asked through movesplit,
- * or every 256 forks when a worker is parked and none looks for work) it
- * shares: a seq-cst CAS moves split up to share the older half of the
+ * private. Rarely (the deque was empty, or a thief asked through
+ * movesplit; every worker that looks for work asks each deque before it
+ * parks, so a parked worker's request is seen at the owner's next fork)
+ * it shares: a seq-cst CAS moves split up to share the older half of the
  * private part; the CAS releases the frames' fields and cells to the
  * thief's acquire CAS, and as B1 of the parking protocol it pairs with a
  * parking worker's re-check (knit__fdq_shared), then knit__pool_notify.
+ *
+ * The common fork and join are inline in <knit/fork.h> (C11, NDEBUG);
+ * they fall back to knit_fork / knit_join below for everything else.
+ * Fork-join children that the forking thread runs at the join are
+ * "light" tasks (see struct knit_task): three stores, not a full context.
  *
  * Join (owner) of frame h = head - 1: pop (head = h). If h >= split, the
  * frame was private all along (split only grows when the owner says so),
@@ -58,6 +64,8 @@
  * the time a late ring comes).
  */
 #define _GNU_SOURCE
+/* This file defines knit_fork and knit_join: no inline macros here. */
+#define KNIT__FORK_OUT_OF_LINE 1
 #include "runtime/frame.h"
 
 #include <dlfcn.h>
@@ -70,8 +78,6 @@
 #include "runtime/cpu.h"
 #include "runtime/error.h"
 #include "runtime/pool.h"
-
-#define KNIT__FORK_POLL 256u
 
 static inline uint64_t knit__ts(uint32_t tail, uint32_t split) {
     return (uint64_t)split << 32 | tail;
@@ -88,7 +94,6 @@ void knit__fdq_init(knit__fdq *q) {
     atomic_init(&q->movesplit, 0);
     q->head = 0;
     q->split = 0;
-    q->poll = KNIT__FORK_POLL;
     for (unsigned i = 0; i < KNIT_FORK_DEPTH; i++) atomic_init(&q->cells[i], NULL);
 }
 
@@ -122,106 +127,115 @@ static void knit__fdq_share(struct knit__pool *p, knit__fdq *q) {
     knit__pool_notify(p);
 }
 
-/* The fork's rare path: a thief asked, the deque was empty, or it is time
- * to look whether a parked worker could take some of the private part. */
-static void knit__fork_slow(struct knit__pool *p, knit__fdq *q, uint32_t h) {
-    bool share = h == 0; /* a root task's first fork */
-    if (atomic_load_explicit(&q->movesplit, memory_order_relaxed)) {
-        atomic_store_explicit(&q->movesplit, 0, memory_order_relaxed);
-        share = true;
-    }
-    if (q->poll == 0) {
-        q->poll = KNIT__FORK_POLL;
-        /* Relaxed: only a hint; the share itself is the seq-cst B1. */
-        if (atomic_load_explicit(&p->spinning, memory_order_relaxed) == 0)
-            for (unsigned i = 0; i < (p->threads + 63) / 64; i++)
-                if (atomic_load_explicit(&p->parked[i], memory_order_relaxed)) {
-                    share = true;
-                    break;
-                }
-    }
-    if (share) knit__fdq_share(p, q);
+/* The fork's rare path: a root task's first fork, or a thief asked. Every
+ * worker that looks for work asks (knit__fdq_take) before it parks, so a
+ * parked worker learns of private frames at the owner's next fork. */
+static __attribute__((noinline)) void knit__fork_slow(struct knit__pool *p,
+                                                      knit__fdq *q) {
+    /* Relaxed: a hint; the share's seq-cst CAS is what publishes. */
+    atomic_store_explicit(&q->movesplit, 0, memory_order_relaxed);
+    knit__fdq_share(p, q);
 }
 
-/* A frame child's own knit_task: its root's pool and future (for
- * knit_task_cancelled), forking into q. */
+/* A full child task (see knit_task in pool.h) of `parent` (or of nothing,
+ * outside a task), forking into q. */
 static inline knit_task knit__child_task(const knit_task *parent, knit__fdq *q) {
-    knit_task child = {0};
+    knit_task child = {.fdq = q, .frame_child = true};
     if (parent != NULL) {
-        child.pool = parent->pool;
-        child.future = parent->future;
+        child.pool = parent->full->pool;
+        child.future = parent->full->future;
     }
-    child.fdq = q;
-    child.frame_child = true;
     return child;
 }
 
-/* Keeps a finished child's outcome in its frame, for the join. */
-static inline void knit__frame_keep(struct knit__frame *f, const knit_task *child) {
+/* Keeps a finished full child's outcome in its frame, for the join. */
+static inline void knit__frame_keep(struct knit__frame *f, void *result,
+                                    const knit_task *child) {
+    f->result = result;
     f->code = child->failed ? KNIT_ETASK : 0;
     f->task_code = child->code;
-    f->message = child->message;
+    f->message = child->failed ? child->message : NULL;
 }
 
-/* Runs fn as a frame child of `parent` on this thread. */
-static inline __attribute__((always_inline)) void
-knit__frame_call(struct knit__frame *f, const knit_task *parent, knit__fdq *q) {
-    knit_task child = knit__child_task(parent, q);
-    uint32_t entry = q != NULL ? q->head : 0;
-    f->result = f->fn(&child, f->arg);
-    if (q != NULL) knit__fdq_check_joined(q, entry, f->fn);
-    knit__frame_keep(f, &child);
-}
-
-int knit_fork(knit_task *task, knit_frame *frame, knit_fn fn, void *arg) {
-    if (frame == NULL || fn == NULL)
+/* A fork that runs its child at once: outside a task, or a full deque. */
+static __attribute__((noinline)) int knit__fork_inline(knit_task *task,
+                                                       struct knit__frame *f,
+                                                       knit_fn fn, void *arg) {
+    if (f == NULL || fn == NULL)
         return knit__fail(KNIT_EINVAL, "knit_fork: %s is NULL",
-                          frame == NULL ? "the frame" : "the function");
-    struct knit__frame *f = knit__fr(frame);
+                          f == NULL ? "the frame" : "the function");
     f->fn = fn;
     f->arg = arg;
     f->parent = task;
-    f->magic = KNIT__FR_MAGIC;
+    f->inl = KNIT__FR_INLINE;
     knit__fdq *q = task != NULL ? task->fdq : NULL;
-    uint32_t h = q != NULL ? q->head : KNIT_FORK_DEPTH;
-    if (h == KNIT_FORK_DEPTH) { /* outside a task, or a full deque */
-        f->idx = KNIT__FR_INLINE;
-        knit__frame_call(f, task, q);
-        return 0;
-    }
-    f->idx = h;
+    knit_task child = knit__child_task(task, q);
+    child.full = &child;
+    uint32_t entry = q != NULL ? q->head : 0;
+    void *r = fn(&child, arg);
+    if (q != NULL) knit__fdq_check_joined(q, entry, fn);
+    knit__frame_keep(f, r, &child);
+    return 0;
+}
+
+int knit_fork(knit_task *task, knit_frame *frame, knit_fn fn, void *arg) {
+    struct knit__frame *f = knit__fr(frame);
+    knit__fdq *q;
+    uint32_t h;
+    if (__builtin_expect(f == NULL || fn == NULL || task == NULL ||
+                             (q = task->fdq) == NULL ||
+                             (h = q->head) == KNIT_FORK_DEPTH,
+                         0))
+        return knit__fork_inline(task, f, fn, arg);
+    f->fn = fn;
+    f->arg = arg;
+    f->parent = task;
     /* Relaxed: a private frame is the owner's; a share's seq-cst CAS
      * publishes the cell and the frame to the thief. (state and message
      * are set only for frames that get shared, in knit__fdq_share.) */
     atomic_store_explicit(&q->cells[h], f, memory_order_relaxed);
     q->head = h + 1;
-    if (__builtin_expect(h == 0 || --q->poll == 0 ||
-                             atomic_load_explicit(&q->movesplit,
-                                                  memory_order_relaxed) != 0,
+    if (__builtin_expect(h == 0 || atomic_load_explicit(&q->movesplit,
+                                                        memory_order_relaxed) != 0,
                          0))
-        knit__fork_slow(task->pool, q, h);
+        knit__fork_slow(task->full->pool, q);
     return 0;
 }
 
-/* A failed child's outcome (cold). */
-static __attribute__((noinline, cold)) int knit__frame_failed(struct knit__frame *f) {
-    int rc = knit__fail(KNIT_ETASK, "forked task failed (code %d): %s",
-                        f->task_code, f->message ? f->message : "");
-    free(f->message);
-    f->message = NULL;
+/* A failed child's outcome (cold): its code and message. */
+static __attribute__((noinline, cold)) int knit__child_failed(int task_code,
+                                                              char *message) {
+    int rc = knit__fail(KNIT_ETASK, "forked task failed (code %d): %s", task_code,
+                        message ? message : "");
+    free(message);
     return rc;
 }
 
-/* The outcome the join returns, from a frame whose child has run. */
+/* The outcome the join returns, from a frame whose child ran at its fork
+ * or on a thief. */
+static int knit__frame_outcome(struct knit__frame *f, void **result) {
+    f->inl = 0;
+    if (f->code != 0) return knit__child_failed(f->task_code, f->message);
+    if (result != NULL) *result = f->result;
+    return 0;
+}
+
+/* Runs f's child at the join, on the forking thread, as a light child of
+ * task (see knit_task in pool.h): two stores and the call. */
 static inline __attribute__((always_inline)) int
-knit__frame_outcome(struct knit__frame *f, void **result) {
-    f->idx = KNIT__FR_JOINED;
-    f->magic = 0;
-    if (__builtin_expect(f->code == 0, 1)) {
-        if (result != NULL) *result = f->result;
-        return 0;
-    }
-    return knit__frame_failed(f);
+knit__join_call(knit_task *task, knit__fdq *q, struct knit__frame *f,
+                void **result) {
+    knit_task child;
+    child.full = task->full;
+    child.fdq = q;
+    child.failed = 0;
+    uint32_t entry = q->head;
+    void *r = f->fn(&child, f->arg);
+    knit__fdq_check_joined(q, entry, f->fn);
+    if (__builtin_expect(child.failed, 0))
+        return knit__child_failed(child.code, child.message);
+    if (result != NULL) *result = r;
+    return 0;
 }
 
 static bool knit__frame_done(void *ctx) {
@@ -275,28 +289,39 @@ static __attribute__((noinline)) int knit__join_slow(knit_task *task,
                                                      struct knit__frame *f,
                                                      void **result) {
     if (f == NULL) return knit__fail(KNIT_EINVAL, "knit_join: the frame is NULL");
-    if (f->magic != KNIT__FR_MAGIC || f->idx == KNIT__FR_JOINED)
-        return knit__fail(KNIT_EINVAL,
-                          "knit_join: the frame was not forked, or was "
-                          "joined already");
-    if (f->idx == KNIT__FR_INLINE) return knit__frame_outcome(f, result);
     knit__fdq *q = task != NULL ? task->fdq : NULL;
-    if (q == NULL || f->parent != task)
+    /* The newest slot holding f: every cell below head is a live frame. */
+    uint32_t h = q != NULL ? q->head : 0;
+    while (h > 0 && atomic_load_explicit(&q->cells[h - 1], memory_order_relaxed) != f)
+        h--;
+    if (h == 0) {
+        if (f->inl == KNIT__FR_INLINE && f->parent == task)
+            return knit__frame_outcome(f, result);
+        /* A frame in this thread's deque that another task forked. */
+        const knit_task *cur = knit__tls_get()->current;
+        bool other = f->inl == KNIT__FR_INLINE;
+        if (cur != NULL && cur->fdq != NULL && cur->fdq != q)
+            for (uint32_t i = 0; i < cur->fdq->head && !other; i++)
+                other = atomic_load_explicit(&cur->fdq->cells[i],
+                                             memory_order_relaxed) == f;
+        return knit__fail(KNIT_EINVAL,
+                          other ? "knit_join: the frame was forked by another task"
+                                : "knit_join: the frame was not forked, or was "
+                                  "joined already");
+    }
+    h--;
+    if (f->parent != task)
         return knit__fail(KNIT_EINVAL,
                           "knit_join: the frame was forked by another task");
-    uint32_t h = f->idx;
-    if (h + 1 != q->head ||
-        atomic_load_explicit(&q->cells[h], memory_order_relaxed) != f)
+    if (h + 1 != q->head)
         return knit__fail(KNIT_EINVAL,
                           "knit_join: joins are LIFO: frame %u joined while "
                           "%u frames of this worker are unjoined (join the "
                           "newest first)",
                           h, q->head);
     q->head = h;
-    if (h >= q->split) { /* private after all */
-        knit__frame_call(f, task, q);
-        return knit__frame_outcome(f, result);
-    }
+    if (h >= q->split) /* private after all */
+        return knit__join_call(task, q, f, result);
     /* Shared (split == h + 1): take it back, or wait for its thief. */
     uint64_t v = atomic_load_explicit(&q->ts, memory_order_acquire);
     for (;;) {
@@ -309,8 +334,7 @@ static __attribute__((noinline)) int knit__join_slow(knit_task *task,
                                                   memory_order_acq_rel,
                                                   memory_order_acquire)) {
             q->split = ns;
-            knit__frame_call(f, task, q);
-            return knit__frame_outcome(f, result);
+            return knit__join_call(task, q, f, result);
         }
     }
     /* tail == split == h + 1: a thief took it. Slot h stays ours while we
@@ -318,7 +342,7 @@ static __attribute__((noinline)) int knit__join_slow(knit_task *task,
      * cells[h] yet, and a fork made by a task this wait runs must not
      * reuse the slot (found by tests/model/fork_deque.pml). */
     q->head = h + 1;
-    knit__frame_wait(task->pool, f);
+    knit__frame_wait(task->full->pool, f);
     /* Everything forked during the wait was joined, so ts is {h+1, h+1}
      * again: no thief can succeed, and the deque empties down to h.
      * Relaxed: nothing to publish (a later share's CAS publishes its
@@ -335,18 +359,18 @@ int knit_join(knit_task *task, knit_frame *frame, void **result) {
     knit__fdq *q;
     /* The fast path: the newest frame of this task's deque, never shared
      * (split only grows when the owner shares). Plain and relaxed
-     * accesses to the owner's own lines. */
-    if (__builtin_expect(f != NULL && task != NULL && (q = task->fdq) != NULL,
-                         1)) {
+     * accesses to the owner's own lines; every cell below head holds a
+     * live frame, so f == cells[h] also rules out a NULL, stale or
+     * never-forked frame. */
+    if (__builtin_expect(task != NULL && (q = task->fdq) != NULL, 1)) {
         uint32_t h = q->head - 1;
-        if (__builtin_expect(f->idx == h && h < KNIT_FORK_DEPTH && h >= q->split &&
-                                 f->parent == task && f->magic == KNIT__FR_MAGIC &&
+        if (__builtin_expect(h < KNIT_FORK_DEPTH && h >= q->split &&
                                  atomic_load_explicit(&q->cells[h],
-                                                      memory_order_relaxed) == f,
+                                                      memory_order_relaxed) == f &&
+                                 f->parent == task,
                              1)) {
             q->head = h;
-            knit__frame_call(f, task, q);
-            return knit__frame_outcome(f, result);
+            return knit__join_call(task, q, f, result);
         }
     }
     return knit__join_slow(task, f, result);
@@ -382,6 +406,7 @@ void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
     /* The child counts as this thread's current task: a submit or an
      * await inside it works as inside any task. */
     knit_task child = knit__child_task(f->parent, mine);
+    child.full = &child;
     tls->current = &child;
     tls->depth++;
     uint32_t entry = mine->head;
@@ -389,14 +414,14 @@ void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
      * its owner's fork deque; f->parent is valid until the DONE below). */
     int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
     unsigned victim = (unsigned)(f->parent->fdq - p->fdqs);
-    f->result = f->fn(&child, f->arg);
+    void *r = f->fn(&child, f->arg);
     knit__fdq_check_joined(mine, entry, f->fn);
     tls->depth--;
     tls->current = outer;
     if (KNIT__TL_ON(p))
         knit__tl_frame(p, w, (uintptr_t)f->fn, child.label, t0, tls->depth + 1,
                        outer != NULL || w == NULL, victim);
-    knit__frame_keep(f, &child);
+    knit__frame_keep(f, r, &child);
     if (w != NULL) {
         knit__stat_add(&w->frames_stolen, 1);
     } else { /* a thread that helps while it awaits: its own record */
@@ -411,14 +436,8 @@ void knit__frame_run_stolen(struct knit__pool *p, struct knit__frame *f,
     if (old > KNIT__FR_DONE) knit__doorbell_ring((knit__doorbell *)old);
 }
 
-void knit__fdq_check_joined(const knit__fdq *q, uint32_t head_at_entry,
-                            knit_fn fn) {
-#ifdef NDEBUG
-    (void)q;
-    (void)head_at_entry;
-    (void)fn;
-#else
-    if (q->head == head_at_entry) return;
+void knit__fdq_unjoined(const knit__fdq *q, uint32_t head_at_entry,
+                        knit_fn fn) {
     Dl_info info;
     const char *name = NULL;
     if (dladdr((void *)(uintptr_t)fn, &info) != 0) name = info.dli_sname;
@@ -429,7 +448,6 @@ void knit__fdq_check_joined(const knit__fdq *q, uint32_t head_at_entry,
             name != NULL ? name : "?", (void *)(uintptr_t)fn,
             q->head - head_at_entry);
     abort();
-#endif
 }
 
 int knit__frames_root(knit_pool *h, knit_fn fn, void *arg) {

@@ -32,7 +32,7 @@ struct knit__piece {
 };
 
 static void *knit__pfor_piece(knit_task *task, void *arg) {
-    if (task != NULL && !task->frame_child) knit_task_label(task, "parallel_for");
+    if (task != NULL && !knit__task_is_frame_child(task)) knit_task_label(task, "parallel_for");
     const struct knit__piece *pc = arg;
     struct knit__pfor *pf = pc->pf;
     size_t begin = pc->begin, end = pc->end;

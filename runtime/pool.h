@@ -292,16 +292,12 @@ struct knit__tls {
     int64_t tl_t0, tl_t1;
 };
 
-struct knit_task {
-    struct knit__pool *pool; /* NULL: a frame child forked outside a task */
-    knit_future *future;     /* a frame child: its root task's (cancel) */
-    int failed;
-    int code;
-    char *message;
-    const char *label; /* knit_task_label, for the timeline */
-    knit__fdq *fdq;   /* where its forks go: its thread's consumer id's */
-    bool frame_child; /* forked (knit_fork), not submitted */
-};
+/* struct knit_task: in <knit/fork.h> (its private layout section). */
+
+/* A frame child (light, or full when stolen or run at its fork). */
+static inline bool knit__task_is_frame_child(const knit_task *t) {
+    return t->full != t || t->full->frame_child;
+}
 
 /* Adds to a counter only its owner thread writes (worker or producer
  * stats): a relaxed load and store, no RMW; readers (knit_pool_stats) load

@@ -60,7 +60,8 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     }
     struct knit__tls *tls = knit__tls_get();
     knit__fdq *q = &p->fdqs[tls->consumer];
-    knit_task task = {p, f, 0, 0, NULL, NULL, q, false};
+    knit_task task = {.pool = p, .future = f, .fdq = q};
+    task.full = &task;
     uint32_t forks_at_entry = q->head;
     knit_task *outer = tls->current;
     tls->current = &task;
@@ -103,7 +104,7 @@ int knit_task_fail(knit_task *task, int code, const char *fmt, ...) {
         if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
         va_end(ap);
     }
-    free(task->message);
+    if (task->failed) free(task->message); /* else not set (a light child) */
     task->message = msg;
     task->failed = 1;
     task->code = code;
@@ -111,18 +112,22 @@ int knit_task_fail(knit_task *task, int code, const char *fmt, ...) {
 }
 
 bool knit_task_cancelled(const knit_task *task) {
-    if (task == NULL || task->pool == NULL) return false; /* a stub child */
+    if (task == NULL) return false;
+    task = task->full;
+    if (task->pool == NULL) return false; /* a child forked outside a task */
     return atomic_load_explicit(&task->future->cancel, memory_order_acquire) ||
            atomic_load_explicit(&task->pool->handle->state,
                                 memory_order_acquire) == KNIT__POOL_CANCELLING;
 }
 
 knit_pool *knit_task_pool(const knit_task *task) {
-    return task != NULL && task->pool != NULL ? task->pool->handle : NULL;
+    return task != NULL && task->full->pool != NULL ? task->full->pool->handle
+                                                    : NULL;
 }
 
 int knit_task_antecedent(const knit_task *task, void **result) {
-    if (task == NULL || task->frame_child || task->future->antecedent == NULL)
+    if (task == NULL || knit__task_is_frame_child(task) ||
+        task->future->antecedent == NULL)
         return knit__fail(KNIT_EINVAL,
                           "knit_task_antecedent: not in a continuation");
     return knit__future_outcome(task->future->antecedent, result);

@@ -21,8 +21,10 @@
  *                    knit_frame). Then the rare path knit__fork_slow
  *                    123-140: share when h == 0 (124), when movesplit is
  *                    set (125-128, load and clear in one step), or
- *                    nondeterministically (the poll with a parked worker,
- *                    129-138; -DNOPOLL leaves it out).
+ *                    nondeterministically (an over-approximation: the
+ *                    code no longer polls, it shares only at h == 0 and
+ *                    on movesplit; sharing at any fork covers both;
+ *                    -DNOPOLL leaves it out).
  *     share          knit__fdq_share 98-119: ns = split + (head-split+1)/2
  *                    (101); state = QUEUED for the frames in [split, ns)
  *                    (102-107, one step; asserted: none of them taken);
