@@ -204,12 +204,22 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
     return fr.n;
 }
 
+static struct knit__frame *knit__find_frame(struct knit__pool *p,
+                                            unsigned consumer);
+
+/* The next thing to run, in the order of DESIGN.md: this consumer's own
+ * deque, then another consumer's shared frames (*fr; thieves look at
+ * frames before carpets: a stolen frame is the oldest, largest piece of a
+ * fork-join tree), then carpets (own first), then other deques. */
 static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
                                struct knit__worker *w,
-                               struct knit__producer *rec) {
+                               struct knit__producer *rec,
+                               struct knit__frame **fr) {
     knit__deque *mine = &p->deques[consumer];
     knit_future *f = knit__deque_pop(mine);
+    *fr = NULL;
     if (f != NULL) return f;
+    if ((*fr = knit__find_frame(p, consumer)) != NULL) return NULL;
     /* Own carpets first: a task's subtasks are there. */
     if (rec != NULL)
         /* Relaxed: rec is this thread's own record; a taker may shorten
@@ -263,9 +273,9 @@ static struct knit__frame *knit__find_frame(struct knit__pool *p,
 unsigned knit__pool_run_some(struct knit__pool *p, unsigned consumer,
                              struct knit__worker *w,
                              struct knit__producer *rec) {
-    knit_future *f = knit__find(p, consumer, w, rec);
+    struct knit__frame *fr;
+    knit_future *f = knit__find(p, consumer, w, rec, &fr);
     if (f == NULL) {
-        struct knit__frame *fr = knit__find_frame(p, consumer);
         if (fr != NULL) {
             knit__frame_run_stolen(p, fr, consumer, w);
             return 1;
@@ -348,8 +358,8 @@ static void *knit__worker_main(void *arg) {
     unsigned idle = 0;
     bool spinning = false;
     for (;;) {
-        knit_future *f = knit__find(p, w->id, w, w->rec);
-        struct knit__frame *fr = f == NULL ? knit__find_frame(p, w->id) : NULL;
+        struct knit__frame *fr;
+        knit_future *f = knit__find(p, w->id, w, w->rec, &fr);
         if (f != NULL || fr != NULL) {
             idle = 0;
             if (spinning) {
