@@ -106,7 +106,7 @@
  * this file alone calls mallocx/sallocx/sdallocx, only on this arena's
  * blocks (knit__arena_free refuses a pointer outside the region, and
  * knit_payload_buf wraps only pointers the arena owns); everything else in
- * knit, and every knit_buf_malloced buffer, is malloc/free (runtime/alloc.h)
+ * knit, and every knit_buf_malloced buffer, is malloc/free (base/alloc.h)
  * whichever malloc that is; knit_task_take_buf of inline bytes hands out a
  * malloc'ed copy with free as its free_fn. tools/install_test.sh runs a
  * program over every such path with glibc's malloc, under ASan as well.
@@ -134,8 +134,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "runtime/alloc.h"
-#include "runtime/error.h"
+#include "base/alloc.h"
+#include "base/error.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KNIT__ARENA_ASAN 1
@@ -443,7 +443,7 @@ static bool knit__hook_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
 /* ---- the API -------------------------------------------------------------- */
 
 /* Fresh anonymous address space; physical pages only when touched. A
- * point of failure in the fault-injection build (runtime/alloc.h). */
+ * point of failure in the fault-injection build (base/alloc.h). */
 static void *knit__map(size_t len) {
     if (knit__alloc_fails()) {
         errno = ENOMEM;

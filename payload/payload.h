@@ -1,5 +1,6 @@
-/* Internal: payload kinds and the ownership hand-offs the runtime makes.
- * The rules themselves are in <knit/knit.h> ("payloads"). */
+/* Internal: payload kinds and out states, and the arena's knit_free_fn.
+ * The ownership rules are in <knit/knit.h> ("payloads") and
+ * runtime/payloads.c, which makes the hand-offs. */
 #ifndef KNIT_PAYLOAD_PAYLOAD_H
 #define KNIT_PAYLOAD_PAYLOAD_H
 
@@ -19,13 +20,6 @@ enum {
     KNIT__OUT_TAKEN = 2, /* taken (or freed with the future) */
 };
 
-struct knit_future;
-struct knit__pool;
-
-/* When a future settles: frees the input the task did not take. */
-void knit__payload_settle(struct knit_future *f);
-/* When a future is freed: frees the returned buffer nobody took. */
-void knit__payload_drop(struct knit_future *f);
 /* The arena's knit_free_fn (ctx is the arena). */
 void knit__payload_arena_free(void *ctx, void *data, size_t len);
 

@@ -53,10 +53,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/alloc.h"
+#include "base/alloc.h"
 #include "runtime/doorbell.h"
-#include "runtime/error.h"
-#include "sched/trace.h"
+#include "base/error.h"
+#include "runtime/trace.h"
 
 static_assert(sizeof(knit__lane_task) == KNIT__CACHE_LINE,
               "a slot's header is exactly one cache line");

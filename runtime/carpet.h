@@ -105,7 +105,7 @@ const knit_sched_ops *knit__carpet_ops(const knit_carpet *c);
 void *knit__carpet_state(const knit_carpet *c);
 const knit_sched_params *knit__carpet_params(const knit_carpet *c);
 
-/* The trace wrapper's view (sched/trace.c). */
+/* The trace wrapper's view (runtime/trace.c). */
 void knit__carpet_trace_sink(const knit_carpet *c, knit_claim_trace_fn *fn,
                              void **ctx);
 uint64_t *knit__carpet_trace_lost(knit_carpet *c, unsigned consumer);

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 struct knit__first_failure {
     _Atomic int failed; /* 0, then 1 for the failure that keeps its text */

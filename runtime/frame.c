@@ -75,8 +75,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/cpu.h"
-#include "runtime/error.h"
+#include "base/cpu.h"
+#include "base/error.h"
 #include "runtime/pool.h"
 
 static inline uint64_t knit__ts(uint32_t tail, uint32_t split) {

@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/alloc.h"
+#include "base/alloc.h"
 #include "payload/payload.h"
-#include "runtime/cpu.h"
-#include "runtime/error.h"
+#include "base/cpu.h"
+#include "base/error.h"
 #include "runtime/pool.h"
 
 static void knit__flock(knit_future *f) {

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/first_failure.h"
 #include "runtime/pool.h"
 

@@ -40,9 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/alloc.h"
+#include "base/alloc.h"
 #include "payload/payload.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/pool.h"
 
 #define KNIT__MAX_STAGES 64u

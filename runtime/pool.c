@@ -45,10 +45,10 @@
 #include <unistd.h>
 
 #include "payload/arena.h"
-#include "runtime/alloc.h"
-#include "runtime/cpu.h"
+#include "base/alloc.h"
+#include "base/cpu.h"
 #include "runtime/cpus.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 /* Handles of destroyed pools, kept so late calls get KNIT_ESHUTDOWN. */
 static pthread_mutex_t knit__grave_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -643,7 +643,7 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     }
     for (unsigned i = 0; i < p->threads; i++) {
         /* A thread is an allocation too (its stack): a point of failure
-         * in the fault-injection build (runtime/alloc.h). */
+         * in the fault-injection build (base/alloc.h). */
         int err = knit__alloc_fails()
                       ? ENOMEM
                       : pthread_create(&p->workers[i].thread, NULL,

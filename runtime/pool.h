@@ -373,6 +373,13 @@ void knit__continuation_schedule(knit_future *g);
 /* What knit_await returns for a settled future (sets the last error). */
 int knit__future_outcome(const knit_future *f, void **result);
 
+/* ---- runtime/payloads.c ---- */
+/* When a future settles: frees the input the task did not take. */
+void knit__payload_settle(knit_future *f);
+/* When a future is freed (by its last holder): frees the returned buffer
+ * nobody took. */
+void knit__payload_drop(knit_future *f);
+
 /* ---- runtime/task.c ---- */
 /* Runs (or skips, if cancelled) a claimed task, settles its future and
  * drops the lane's reference. Counts the settle in w->unsettled, or takes

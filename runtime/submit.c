@@ -24,10 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/alloc.h"
+#include "base/alloc.h"
 #include "payload/payload.h"
-#include "runtime/cpu.h"
-#include "runtime/error.h"
+#include "base/cpu.h"
+#include "base/error.h"
 #include "runtime/pool.h"
 
 #define KNIT__TLS_POOLS 8

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/pool.h"
 
 /* One settled lane or deque entry. A subtask counted in its pusher's

@@ -21,8 +21,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "runtime/alloc.h"
-#include "runtime/error.h"
+#include "base/alloc.h"
+#include "base/error.h"
 #include "runtime/pool.h"
 
 /* The knit version in the file's metadata. No version macro exists yet

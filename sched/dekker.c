@@ -39,7 +39,7 @@
 #include <stdio.h>
 
 #include "runtime/carpet.h"
-#include "runtime/cpu.h"
+#include "base/cpu.h"
 
 #define KNIT__DEKKER_MAX_CONSUMERS 32u
 

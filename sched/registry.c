@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "knit/sched.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "sched/builtin.h"
 
 static pthread_mutex_t knit__reg_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -1,6 +1,6 @@
 // Failing allocations: built against //:knit_faults, where the n-th
 // allocation point reached on a thread can be made to fail
-// (runtime/alloc.h). For each operation below, every n from 1 up to the
+// (base/alloc.h). For each operation below, every n from 1 up to the
 // number of allocation points the operation reaches is tried: the call must
 // return KNIT_ENOMEM with a message, free everything it had taken, change
 // nothing (the pool's counters stay as they were) and leave the pool
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "knit/knit.h"
-#include "runtime/alloc.h"
+#include "base/alloc.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KNIT_TEST_ASAN 1

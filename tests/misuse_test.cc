@@ -244,6 +244,20 @@ Counters counters(knit_pool *p) {
             s.pending,   s.carpets,    s.arena_bytes, s.arena_allocs, s.arena_failures};
 }
 
+// Waits (up to 10 s) until every task submitted to p has settled and been
+// counted: a row's tasks (a pipeline's last item, a detached task, the
+// previous row's expect_pool_works) may still be finishing when the call
+// that waited for them returned, and the next row compares counters.
+void quiesce(knit_pool *p) {
+    for (int i = 0; i < 10000; i++) {
+        Counters c = counters(p);
+        if (c.submitted == c.completed && c.pending == 0) return;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, nullptr);
+    }
+    ADD_FAILURE() << "the shared pool did not settle its tasks within 10 s";
+}
+
 void expect_same(const Counters &a, const Counters &b) {
 #define KNIT_SAME(x) EXPECT_EQ(a.x, b.x) << "stats." #x " changed by a failed call"
     KNIT_SAME(submitted);
@@ -1444,6 +1458,7 @@ TEST_P(Misuse, FailsCleanly) {
 
     Env env;
     env.shared = shared_;
+    quiesce(shared_);
     Counters before = counters(shared_);
     int rc = c.run(env);
     std::string msg = env.called || env.in_task ? env.msg : std::string(knit_last_error());

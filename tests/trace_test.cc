@@ -1,4 +1,4 @@
-// The claim trace (sched/trace.c): the line it reports for the claims a test
+// The claim trace (runtime/trace.c): the line it reports for the claims a test
 // arranges, for ticket and dekker; lost polls; and that an untraced carpet
 // calls the discipline's claim directly.
 #include <atomic>
@@ -11,7 +11,7 @@
 
 #include "sched/dekker.h"
 #include "sched/ticket.h"
-#include "sched/trace.h"
+#include "runtime/trace.h"
 #include "test_util.h"
 
 using knit_test::Barrier;

@@ -99,7 +99,7 @@ check "exports ($(wc -l < "$tmp/exports")) = the headers' functions ($(wc -l < "
 
 # libknit.a holds an object for every library source file...
 archive_ok() {
-  diff <(cd "$repo" && ls payload/*.c runtime/*.c sched/*.c | xargs -n1 basename | sed 's/\.c$/.o/' | sort) \
+  diff <(cd "$repo" && ls base/*.c payload/*.c runtime/*.c sched/*.c | xargs -n1 basename | sed 's/\.c$/.o/' | sort) \
        <(ar t "$lib/libknit.a" | sed 's/\.pic\.o$/.o/' | sort)
 }
 check "libknit.a: one object per library source" archive_ok

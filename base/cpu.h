@@ -1,6 +1,6 @@
 /* CPU hints for spin loops (concurrencykit's portable pause). C only. */
-#ifndef KNIT_RUNTIME_CPU_H
-#define KNIT_RUNTIME_CPU_H
+#ifndef KNIT_BASE_CPU_H
+#define KNIT_BASE_CPU_H
 
 #include <ck_pr.h>
 

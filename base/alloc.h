@@ -10,8 +10,8 @@
  * a payload's mallocx) ask knit__alloc_fails() first, so they are points
  * of failure too. Memory is returned with plain free().
  */
-#ifndef KNIT_RUNTIME_ALLOC_H
-#define KNIT_RUNTIME_ALLOC_H
+#ifndef KNIT_BASE_ALLOC_H
+#define KNIT_BASE_ALLOC_H
 
 #include <stdbool.h>
 #include <stddef.h>

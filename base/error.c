@@ -1,5 +1,5 @@
 /* The error table and the thread-local detailed message. */
-#include "runtime/error.h"
+#include "base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

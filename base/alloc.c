@@ -1,8 +1,8 @@
-/* The fault-injection counter behind runtime/alloc.h (only in the
+/* The fault-injection counter behind base/alloc.h (only in the
  * KNIT_FAULT_INJECTION build; an empty translation unit otherwise). The
  * state is per thread, so workers allocating at the same time neither
  * consume nor trigger the failure a test armed on its own thread. */
-#include "runtime/alloc.h"
+#include "base/alloc.h"
 
 #ifdef KNIT_FAULT_INJECTION
 

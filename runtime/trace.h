@@ -1,7 +1,7 @@
 /* The claim trace: a wrapper chosen once, at carpet creation, when a trace
  * callback is given. Untraced carpets call the discipline's claim directly. */
-#ifndef KNIT_SCHED_TRACE_H
-#define KNIT_SCHED_TRACE_H
+#ifndef KNIT_RUNTIME_TRACE_H
+#define KNIT_RUNTIME_TRACE_H
 
 #include "knit/sched.h"
 

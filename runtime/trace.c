@@ -1,6 +1,6 @@
 /* The claim trace wrapper (see trace.h). Everything it reports is read
  * before and after the claim, outside it, so it cannot change the protocol. */
-#include "sched/trace.h"
+#include "runtime/trace.h"
 
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
 /* Internal: setting the thread's detailed error message. */
-#ifndef KNIT_RUNTIME_ERROR_H
-#define KNIT_RUNTIME_ERROR_H
+#ifndef KNIT_BASE_ERROR_H
+#define KNIT_BASE_ERROR_H
 
 #include "knit/error.h"
 
