@@ -15,16 +15,20 @@
  *
  *   pigz -N      1      2      3      4      5      6      7      8-9
  *   ratio     2.573  2.758  2.966  3.032  3.221  3.305  3.315  3.325
+ *   zlib        1 2.568, 2 2.752, 3 2.954, 4 3.035, 5 3.224, 6 3.308,
+ *               7 3.319, 8-9 3.329 (one member, primed, like pigz)
  *   libdeflate  1 2.789, 2 3.018, 3 3.140, 5 3.251, 6 3.302, 7 3.322,
  *               8 3.347 (one member per block)
  *   ISA-L       0 2.457, 1 2.571, 2 2.680, 3 2.795 (one member per block)
  *
- * so libdeflate needs level 7 for pigz -6 (its level 6 is 0.1% larger),
- * and ISA-L matches pigz only up to -2 (level 1 is 0.04% short of -1, so
- * -1 takes level 2). Level 0 is stored blocks for zlib and libdeflate;
+ * so zlib at 1 MiB blocks is 0.2-0.4% short of pigz at -1 to -3 (those
+ * take the next level), libdeflate needs level 7 for pigz -6 (its level 6
+ * is 0.1% larger), and ISA-L matches pigz only up to -2 (level 1 is 0.04%
+ * short of -1, so -1 takes level 2). Level 0 is stored blocks for zlib and libdeflate;
  * ISA-L has no stored mode and its level 0 is smaller than stored. A
  * smaller --block costs the per-block engines ratio (libdeflate 6 at
  * 256 KiB: 3.250): the table holds at 1 MiB and above. -1: no level. */
+static const int ZLIB_LEVEL[10] = {0, 2, 3, 4, 4, 5, 6, 7, 8, 9};
 static const int LIBDEFLATE_LEVEL[10] = {0, 1, 1, 2, 3, 5, 7, 7, 8, 8};
 static const int ISAL_LEVEL[10] = {0, 2, 3, -1, -1, -1, -1, -1, -1, -1};
 #define ISAL_FAST_LEVEL 0
@@ -57,7 +61,7 @@ int engine_configure(engine_kind kind, int level, engine_conf *c, char *why,
         snprintf(why, why_len, "level %d is out of range (0..9)", level);
         return -1;
     }
-    int native = kind == ENGINE_ZLIB         ? level
+    int native = kind == ENGINE_ZLIB         ? ZLIB_LEVEL[level]
                  : kind == ENGINE_LIBDEFLATE ? LIBDEFLATE_LEVEL[level]
                                              : ISAL_LEVEL[level];
     if (native < 0) {
@@ -91,10 +95,10 @@ size_t engine_bound(const engine_conf *c, size_t len) {
     case ENGINE_LIBDEFLATE:
         return libdeflate_deflate_compress_bound(NULL, len);
     case ENGINE_ISAL:
-        /* Stored blocks when a block does not compress (5 bytes per 64 KiB
-         * at most), a header of at most ISAL_DEF_MAX_HDR_SIZE: len/8 is far
-         * above both. */
-        return len + (len >> 3) + ISAL_DEF_MAX_HDR_SIZE + 1024;
+        /* Level 0 codes incompressible bytes with its fixed tables and does
+         * not fall back to stored blocks: at most 15 bits a byte (deflate's
+         * longest code), plus a header of at most ISAL_DEF_MAX_HDR_SIZE. */
+        return len + len / 8 * 7 + 8 + ISAL_DEF_MAX_HDR_SIZE + 1024;
     }
     return 0;
 }

@@ -42,7 +42,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -60,31 +59,15 @@
 #include <knit/knit.h>
 
 #include "corpus.h"
+#include "engine.h"    /* the zlib engine and its compressor cache */
+#include "gzip_util.h" /* sizes, option parsing, the verifier, shared with pgzip */
 
-#define KIB ((size_t)1024)
-#define MIB ((size_t)1024 * 1024)
-#define DICT_BYTES ((size_t)32768) /* deflate's window */
-#define MIN_BLOCK (16 * KIB)
-#define MAX_BLOCK (64 * MIB)
-#define DEFAULT_BLOCK MIB
-#define DEFAULT_CORPUS_MIB 256u
-#define MAX_CORPUS_MIB (1u << 20)   /* 1 TiB */
 #define IO_CHUNK ((size_t)1 << 30) /* MPI counts are int: write in 1 GiB pieces */
 
-/* Exit codes: 0 done, 1 failure, 2 bad usage. */
-enum { EXIT_USAGE = 2 };
+/* Exit codes: 0 done, 1 failure, 2 bad usage (EXIT_USAGE). */
 
 static const char *prog = "mpi_pgzip";
 static int rank, nranks;
-
-static double mib(uint64_t bytes) { return (double)bytes / (double)MIB; }
-
-static void put_le32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
 
 /* ------------------------------------------------------------------ */
 /* Failing together                                                    */
@@ -194,51 +177,6 @@ static void usage(FILE *f) {
             prog, DEFAULT_CORPUS_MIB, KNIT_MAX_THREADS);
 }
 
-static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad_usage(const char *fmt, ...) {
-    if (rank == 0) { /* every rank parses the same arguments */
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "%s: ", prog);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "\nTry '%s --help'.\n", prog);
-    }
-    return -1;
-}
-
-static int parse_uint(const char *opt, const char *s, uint64_t lo, uint64_t hi,
-                      uint64_t *out) {
-    char *end;
-    errno = 0;
-    if (s == NULL || *s < '0' || *s > '9') return bad_usage("%s: '%s' is not a number", opt, s);
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0') return bad_usage("%s: '%s' is not a number", opt, s);
-    if (v < lo || v > hi)
-        return bad_usage("%s %s is out of range (%" PRIu64 "..%" PRIu64 ")", opt, s, lo, hi);
-    *out = v;
-    return 0;
-}
-
-/* 65536, 64K, 64k, 64KiB, 1M, 1MiB, 1MB. */
-static int parse_size(const char *s, size_t *out) {
-    const char *msg = "--block: '%s' is not a size (like 65536, 64K or 1M)";
-    if (*s < '0' || *s > '9') return bad_usage(msg, s);
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0) return bad_usage(msg, s);
-    uint64_t mul = 1;
-    if (*end == 'k' || *end == 'K') mul = KIB, end++;
-    else if (*end == 'm' || *end == 'M') mul = MIB, end++;
-    if (mul != 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)) end += strlen(end);
-    if (*end != '\0') return bad_usage(msg, s);
-    if (v > MAX_BLOCK || v * mul > MAX_BLOCK || v * mul < MIN_BLOCK)
-        return bad_usage("--block %s is out of range: at least 16K (16384), at most 64M", s);
-    *out = (size_t)(v * mul);
-    return 0;
-}
-
 /* 0, 1 (--help: exit 0) or -1 (bad usage, reported by rank 0). */
 static int parse_options(int argc, char **argv, options *o) {
     enum { O_THREADS = 256, O_SCHED, O_LEVEL, O_BLOCK, O_CORPUS, O_INPUT, O_SINGLE,
@@ -335,14 +273,10 @@ typedef struct out_item {
     uint32_t pad;
 } out_item;
 
-typedef struct zfree {
-    z_stream zs; /* first: a z_stream * is a zfree * */
-    struct zfree *next;
-} zfree;
-
 typedef struct slice {
     knit_pool *pool;
-    int level;
+    engine_conf conf; /* zlib at --level: --single needs its sync flush */
+    engine *eng;      /* deflate streams to reuse */
     size_t block;
     int finish; /* end the deflate stream (Z_FINISH) with the last block */
     /* the input: the file, or a corpus generator at the slice's start */
@@ -353,9 +287,6 @@ typedef struct slice {
     uint64_t next_seq;
     unsigned char tail[DICT_BYTES]; /* the last input bytes read */
     size_t tail_len;
-    /* deflate streams to reuse */
-    pthread_mutex_t zlock;
-    zfree *zpool;
     /* the output: a growing buffer, appended to by the serial stage */
     unsigned char *out;
     size_t out_len, out_cap;
@@ -365,20 +296,8 @@ typedef struct slice {
 } slice;
 
 /* Memory for an item: the pool's arena if it has room, else malloc. */
-static knit_buf item_alloc(slice *s, size_t len) {
-    void *p = knit_payload_alloc(s->pool, len);
-    if (p != NULL) {
-        knit_buf b = knit_payload_buf(s->pool, p, len);
-        if (b.data != NULL) {
-            atomic_fetch_add_explicit(&s->arena_items, 1, memory_order_relaxed);
-            return b;
-        }
-        knit_payload_free(s->pool, p);
-    }
-    p = malloc(len);
-    if (p == NULL) return (knit_buf){0};
-    atomic_fetch_add_explicit(&s->malloc_items, 1, memory_order_relaxed);
-    return knit_buf_malloced(p, len);
+static knit_buf slice_alloc(slice *s, size_t len) {
+    return item_alloc(s->pool, len, &s->arena_items, &s->malloc_items);
 }
 
 /* Reads n bytes of the input at `offset` (file or corpus position): 0, or
@@ -411,7 +330,7 @@ static int input_fn(void *ctx, knit_buf *item) {
     if (s->pos == s->len) return 0;
     size_t n = s->len - s->pos < s->block ? (size_t)(s->len - s->pos) : s->block;
     size_t hdr = sizeof(in_item) + s->tail_len;
-    knit_buf b = item_alloc(s, hdr + n);
+    knit_buf b = slice_alloc(s, hdr + n);
     if (b.data == NULL) return knit_error(KNIT_ENOMEM, "no memory for a %zu-byte block", n);
     unsigned char *data = (unsigned char *)b.data + hdr;
     char msg[400];
@@ -423,46 +342,10 @@ static int input_fn(void *ctx, knit_buf *item) {
     *h = (in_item){.seq = s->next_seq++, .len = (uint32_t)n,
                    .dict_len = (uint32_t)s->tail_len, .last = s->pos + n == s->len};
     memcpy(h + 1, s->tail, s->tail_len);
-    /* Keep the last 32 KiB read (a block may be shorter than that). */
-    if (n >= DICT_BYTES) {
-        memcpy(s->tail, data + n - DICT_BYTES, DICT_BYTES);
-        s->tail_len = DICT_BYTES;
-    } else {
-        size_t keep = s->tail_len + n > DICT_BYTES ? DICT_BYTES - n : s->tail_len;
-        memmove(s->tail, s->tail + s->tail_len - keep, keep);
-        memcpy(s->tail + keep, data, n);
-        s->tail_len = keep + n;
-    }
+    keep_tail(s->tail, &s->tail_len, data, n); /* the next block's dictionary */
     s->pos += n;
     *item = b;
     return 1;
-}
-
-static z_stream *zstream_get(slice *s) {
-    pthread_mutex_lock(&s->zlock);
-    zfree *z = s->zpool;
-    if (z) s->zpool = z->next;
-    pthread_mutex_unlock(&s->zlock);
-    if (z) {
-        deflateReset(&z->zs);
-        return &z->zs;
-    }
-    z = calloc(1, sizeof *z);
-    if (z == NULL) return NULL;
-    /* windowBits -15: raw deflate; the gzip wrapper is written by hand. */
-    if (deflateInit2(&z->zs, s->level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-        free(z);
-        return NULL;
-    }
-    return &z->zs;
-}
-
-static void zstream_put(slice *s, z_stream *zs) {
-    zfree *z = (zfree *)zs;
-    pthread_mutex_lock(&s->zlock);
-    z->next = s->zpool;
-    s->zpool = z;
-    pthread_mutex_unlock(&s->zlock);
 }
 
 /* Stage 1 (parallel, on any worker; no MPI here): deflate one block. */
@@ -473,35 +356,20 @@ static int deflate_stage(void *ctx, uint64_t seq, knit_buf *item) {
         h->seq != seq)
         return knit_error(KNIT_EINVAL, "deflate: item %" PRIu64 " is malformed", seq);
     const unsigned char *dict = (const unsigned char *)(h + 1), *data = dict + h->dict_len;
-    z_stream *zs = zstream_get(s);
-    if (zs == NULL) return knit_error(KNIT_ENOMEM, "deflate: no memory for zlib");
-    size_t cap = deflateBound(zs, h->len) + 64; /* + the sync flush's empty block */
-    knit_buf out = item_alloc(s, sizeof(out_item) + cap);
-    if (out.data == NULL) {
-        zstream_put(s, zs);
-        return knit_error(KNIT_ENOMEM, "deflate: no memory for %zu bytes", cap);
-    }
-    int final = h->last && s->finish, rc = Z_OK;
-    if (h->dict_len > 0 && s->level > 0) rc = deflateSetDictionary(zs, dict, h->dict_len);
-    if (rc == Z_OK) {
-        zs->next_in = (unsigned char *)data;
-        zs->avail_in = h->len;
-        zs->next_out = (unsigned char *)out.data + sizeof(out_item);
-        zs->avail_out = (uInt)cap;
-        rc = deflate(zs, final ? Z_FINISH : Z_SYNC_FLUSH);
-    }
-    int ok = final ? rc == Z_STREAM_END : rc == Z_OK && zs->avail_in == 0 && zs->avail_out > 0;
-    if (!ok) {
-        const char *msg = zs->msg ? zs->msg : zError(rc);
-        zstream_put(s, zs);
+    size_t cap = engine_bound(&s->conf, h->len);
+    knit_buf out = slice_alloc(s, sizeof(out_item) + cap);
+    if (out.data == NULL) return knit_error(KNIT_ENOMEM, "deflate: no memory for %zu bytes", cap);
+    size_t n = 0;
+    char err[200];
+    if (engine_deflate(s->eng, dict, h->dict_len, data, h->len, h->last && s->finish,
+                       (unsigned char *)out.data + sizeof(out_item), cap, &n, err,
+                       sizeof err) != 0) {
         knit_buf_free(&out);
-        return knit_error(KNIT_EINVAL, "deflate of block %" PRIu64 " failed: %s (%d)", seq,
-                          msg, rc);
+        return knit_error(KNIT_EINVAL, "deflate of block %" PRIu64 " failed: %s", seq, err);
     }
     out_item *oh = out.data;
-    *oh = (out_item){.seq = seq, .in_len = h->len, .out_len = (uint32_t)(cap - zs->avail_out),
-                     .crc = (uint32_t)crc32_z(0, data, h->len)};
-    zstream_put(s, zs);
+    *oh = (out_item){.seq = seq, .in_len = h->len, .out_len = (uint32_t)n,
+                     .crc = engine_crc32(s->eng, 0, data, h->len)};
     out.len = sizeof *oh + oh->out_len;
     knit_buf_free(item);
     *item = out;
@@ -595,13 +463,13 @@ static int make_pool(const options *o, unsigned threads, knit_pool **pool) {
     po.threads = threads;
     po.sched = o->sched;
     po.backpressure = KNIT_FAIL;
-    uint64_t item = sizeof(in_item) + DICT_BYTES + o->block + o->block / 1024 + 4096;
-    uint64_t arena = (2 * (2 * (uint64_t)threads + 2) + 4) * (item + item / 4);
-    if (arena < 64 * MIB) arena = 64 * MIB;
-    if (arena > 4096 * (uint64_t)MIB) arena = 4096 * (uint64_t)MIB;
-    arena = (arena + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
-    po.arena_bytes = (size_t)arena;
-    po.max_payload = (size_t)arena;
+    engine_conf zc;
+    char why[200];
+    engine_configure(ENGINE_ZLIB, o->level, &zc, why, sizeof why); /* 0-9: never fails */
+    uint64_t in = sizeof(in_item) + DICT_BYTES + o->block;
+    uint64_t out = sizeof(out_item) + engine_bound(&zc, o->block);
+    po.arena_bytes = arena_bytes(threads, in > out ? in : out);
+    po.max_payload = po.arena_bytes;
     int rc = knit_pool_create(&po, pool);
     if (rc != 0) return fail_code(rc == KNIT_EINVAL ? EXIT_USAGE : 1, "%s", knit_last_error());
     return 0;
@@ -610,89 +478,36 @@ static int make_pool(const options *o, unsigned threads, knit_pool **pool) {
 /* ------------------------------------------------------------------ */
 /* Verification (rank 0)                                               */
 
+/* The input again, for the verifier: the file, or the corpus. */
+typedef struct want_src {
+    FILE *f;
+    corpus *gen;
+} want_src;
+
+static size_t want_bytes(void *ctx, unsigned char *buf, size_t n) {
+    want_src *w = ctx;
+    return w->f ? fread(buf, 1, n, w->f) : corpus_fill(w->gen, buf, n);
+}
+
 /* Inflates `gz` (any number of members) and compares it with the input,
  * read again from `in` (NULL: the corpus). 0, or -1 with a message. */
 static int verify(const char *gz, const char *in, uint64_t total, unsigned *members) {
-    const size_t chunk = 256 * KIB;
-    unsigned char *zbuf = malloc(chunk), *got = malloc(chunk), *want = malloc(chunk);
-    FILE *f = fopen(gz, "rb"), *inf = in ? fopen(in, "rb") : NULL;
-    corpus *gen = in ? NULL : corpus_new(0, total);
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    int zinit = 0, rc = -1;
-    uint64_t done = 0;
+    FILE *f = fopen(gz, "rb");
+    want_src w = {.f = in ? fopen(in, "rb") : NULL, .gen = in ? NULL : corpus_new(0, total)};
+    int rc = -1;
+    char err[400];
     *members = 0;
-    if (!zbuf || !got || !want || (!in && !gen)) {
-        fail("verify: out of memory");
-        goto out;
-    }
-    if (f == NULL || (in && inf == NULL)) {
+    if (f == NULL || (in && w.f == NULL))
         fail("verify: cannot open %s: %s", f == NULL ? gz : in, strerror(errno));
-        goto out;
-    }
-    if (inflateInit2(&zs, 31) != Z_OK) { /* 31: gzip; checks CRC and ISIZE */
-        fail("verify: inflateInit2 failed");
-        goto out;
-    }
-    zinit = 1;
-    for (;;) {
-        if (zs.avail_in == 0) {
-            size_t n = fread(zbuf, 1, chunk, f);
-            if (n == 0) {
-                if (ferror(f)) {
-                    fail("verify: read %s: %s", gz, strerror(errno));
-                    goto out;
-                }
-                break; /* the end: checked below */
-            }
-            zs.next_in = zbuf;
-            zs.avail_in = (uInt)n;
-        }
-        zs.next_out = got;
-        zs.avail_out = (uInt)chunk;
-        int zr = inflate(&zs, Z_NO_FLUSH);
-        if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
-            fail("verify: %s is not valid gzip after %" PRIu64 " bytes: %s", gz, done,
-                 zs.msg ? zs.msg : zError(zr));
-            goto out;
-        }
-        size_t n = chunk - zs.avail_out;
-        if (n > 0) {
-            size_t w = in ? fread(want, 1, n, inf) : corpus_fill(gen, want, n);
-            if (w != n) {
-                fail("verify: %s inflates to more than the %" PRIu64 " input bytes", gz, total);
-                goto out;
-            }
-            if (memcmp(got, want, n) != 0) {
-                size_t i = 0;
-                while (got[i] == want[i]) i++;
-                fail("verify: byte %" PRIu64 " differs from the input", done + i);
-                goto out;
-            }
-            done += n;
-        }
-        if (zr == Z_STREAM_END) { /* a member ends; another may follow */
-            ++*members;
-            inflateReset(&zs);
-        }
-    }
-    if (*members == 0 || zs.total_in != 0 || zs.total_out != 0) {
-        fail("verify: %s is truncated", gz);
-        goto out;
-    }
-    if (done != total) {
-        fail("verify: %s inflates to %" PRIu64 " bytes, not %" PRIu64, gz, done, total);
-        goto out;
-    }
-    rc = 0;
-out:
-    if (zinit) inflateEnd(&zs);
+    else if (!in && w.gen == NULL)
+        fail("verify: out of memory");
+    else if (gz_verify(f, gz, total, want_bytes, &w, NULL, NULL, members, err, sizeof err) != 0)
+        fail("verify: %s", err);
+    else
+        rc = 0;
     if (f) fclose(f);
-    if (inf) fclose(inf);
-    corpus_free(gen);
-    free(zbuf);
-    free(got);
-    free(want);
+    if (w.f) fclose(w.f);
+    corpus_free(w.gen);
     return rc;
 }
 
@@ -749,13 +564,17 @@ static int run(const options *o) {
     slice s;
     memset(&s, 0, sizeof s);
     s.pool = pool;
-    s.level = o->level;
     s.block = o->block;
     s.fh = MPI_FILE_NULL;
     s.name = o->in ? o->in : "the corpus";
-    pthread_mutex_init(&s.zlock, NULL);
     MPI_File out_fh = MPI_FILE_NULL;
     uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    char why_conf[200];
+    if (engine_configure(ENGINE_ZLIB, o->level, &s.conf, why_conf, sizeof why_conf) != 0)
+        fail("%s", why_conf);
+    else if ((s.eng = engine_new(&s.conf)) == NULL)
+        fail("out of memory");
+    if ((code = agree()) != 0) goto done;
 
     /* (1) The input: stat it here first for a plain message (a missing
      * file, a directory), then open it collectively. */
@@ -828,9 +647,8 @@ static int run(const options *o) {
     double t0 = MPI_Wtime();
     int header = rank == 0 || (!o->single && s.len > 0);
     if (header) {
-        /* magic, deflate, no flags, mtime 0, XFL, OS = Unix */
-        unsigned char hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
-        hdr[8] = o->level == 9 ? 2 : o->level == 1 ? 4 : 0;
+        unsigned char hdr[10];
+        gzip_header(hdr, engine_xfl(&s.conf));
         if (out_append(&s, hdr, sizeof hdr) != 0) fail("out of memory");
     }
     if (why_code == 0 && s.len > 0) compress_slice(&s, threads);
@@ -946,13 +764,7 @@ done:
     if (s.fh != MPI_FILE_NULL) MPI_File_close(&s.fh);
     remove_tmp(); /* only if something failed */
     corpus_free(s.gen);
-    while (s.zpool) {
-        zfree *z = s.zpool;
-        s.zpool = z->next;
-        deflateEnd(&z->zs);
-        free(z);
-    }
-    pthread_mutex_destroy(&s.zlock);
+    engine_free(s.eng);
     free(s.out);
     knit_pool_destroy(pool, KNIT_DRAIN); /* before MPI_Finalize */
     return code;
@@ -968,6 +780,7 @@ int main(int argc, char **argv) {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    usage_init(prog, rank == 0); /* every rank parses the same arguments */
     if (provided < required)
         fail("MPI provides thread level %d, below MPI_THREAD_FUNNELED (%d) which this "
              "program needs: the main thread calls MPI while knit's worker threads run",
