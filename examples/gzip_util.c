@@ -81,6 +81,47 @@ int parse_size(const char *s, size_t *out) {
     return 0;
 }
 
+void common_defaults(common_options *co) {
+    *co = (common_options){.level = 6, .block = DEFAULT_BLOCK, .corpus_mib = DEFAULT_CORPUS_MIB};
+}
+
+int parse_common(int c, const char *arg, common_options *co) {
+    uint64_t v;
+    switch (c) {
+    case OPT_THREADS:
+        if (parse_uint("--threads", arg, 1, KNIT_MAX_THREADS, &v) != 0) return -1;
+        co->threads = (unsigned)v;
+        return 1;
+    case OPT_SCHED:
+        co->sched = arg;
+        return 1;
+    case OPT_LEVEL:
+        if (parse_uint("--level", arg, 0, 9, &v) != 0) return -1;
+        co->level = (int)v;
+        co->level_given = 1;
+        return 1;
+    case OPT_BLOCK:
+        return parse_size(arg, &co->block) != 0 ? -1 : 1;
+    case OPT_CORPUS_MIB:
+        if (parse_uint("--corpus-mib", arg, 0, MAX_CORPUS_MIB, &v) != 0) return -1;
+        co->corpus_mib = (unsigned)v;
+        co->corpus_given = 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void usage_common(FILE *f, const char *threads_default) {
+    fprintf(f,
+            "  --threads N       workers (default: %s; at most %u)\n"
+            "  --sched NAME      claim discipline (ticket, dekker, single, ...;\n"
+            "                    default: $KNIT_SCHED, else ticket)\n"
+            "  --block SIZE      block size with K or M suffix, 16K..64M (default 1M)\n"
+            "  --corpus-mib N    built-in corpus size in MiB (default %u)\n",
+            threads_default, KNIT_MAX_THREADS, DEFAULT_CORPUS_MIB);
+}
+
 knit_buf item_alloc(knit_pool *pool, size_t len, _Atomic uint64_t *arena,
                     _Atomic uint64_t *malloced) {
     /* The counters are statistics read after the pipeline has finished
@@ -119,6 +160,32 @@ void keep_tail(unsigned char *tail, size_t *tail_len, const unsigned char *data,
     memmove(tail, tail + *tail_len - keep, keep);
     memcpy(tail + keep, data, n);
     *tail_len = keep + n;
+}
+
+int run_blocks(knit_pool *pool, unsigned threads, knit_input_fn input, knit_stage_fn deflate,
+               knit_stage_fn sink, void *ctx, knit_pipeline_stats *st, char *why,
+               size_t why_len) {
+    knit_stage stages[2] = {
+        {KNIT_STAGE_PARALLEL, deflate, ctx},
+        {KNIT_STAGE_SERIAL_IN_ORDER, sink, ctx},
+    };
+    knit_pipeline_options po = KNIT_PIPELINE_OPTIONS_INIT;
+    po.input = input;
+    po.input_ctx = ctx;
+    po.stages = stages;
+    po.nstages = 2;
+    po.max_in_flight = 2 * (size_t)threads + 2;
+    knit_pipeline *pl;
+    int rc = knit_pipeline_create(pool, &po, &pl);
+    if (rc != 0) {
+        snprintf(why, why_len, "%s", knit_last_error());
+        return rc;
+    }
+    rc = knit_pipeline_run(pl);
+    snprintf(why, why_len, "%s", rc != 0 ? knit_last_error() : "");
+    if (st != NULL) knit_pipeline_stats_get(pl, st);
+    knit_pipeline_destroy(pl);
+    return rc;
 }
 
 int gz_verify(FILE *f, const char *name, uint64_t total, verify_want_fn want, void *want_ctx,

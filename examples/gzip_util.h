@@ -8,6 +8,7 @@
 #ifndef KNIT_EXAMPLES_GZIP_UTIL_H
 #define KNIT_EXAMPLES_GZIP_UTIL_H
 
+#include <getopt.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,37 @@ int parse_uint(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_
 /* --block: 65536, 64K, 64k, 64KiB, 1M, 1MiB, 1MB within MIN_BLOCK..MAX_BLOCK. */
 int parse_size(const char *s, size_t *out);
 
+/* The options both programs take. */
+typedef struct common_options {
+    unsigned threads; /* 0: the program's default */
+    const char *sched;
+    int level; /* pigz's scale, 0-9 */
+    int level_given, corpus_given;
+    size_t block;
+    unsigned corpus_mib;
+} common_options;
+
+/* Their getopt_long codes and entries; a program's own codes start at
+ * OPT_OWN. */
+enum { OPT_THREADS = 256, OPT_SCHED, OPT_LEVEL, OPT_BLOCK, OPT_CORPUS_MIB, OPT_OWN };
+#define COMMON_LONG_OPTIONS                                   \
+    {"threads", required_argument, NULL, OPT_THREADS},        \
+    {"sched", required_argument, NULL, OPT_SCHED},            \
+    {"level", required_argument, NULL, OPT_LEVEL},            \
+    {"block", required_argument, NULL, OPT_BLOCK},            \
+    {"corpus-mib", required_argument, NULL, OPT_CORPUS_MIB}
+
+/* Level 6, 1 MiB blocks, the 256 MiB corpus, the rest 0. */
+void common_defaults(common_options *co);
+
+/* Option `c` with value `arg`: 1 if it is a common option (parsed into
+ * *co), 0 if it is not one, -1 if its value is bad (reported). */
+int parse_common(int c, const char *arg, common_options *co);
+
+/* Their lines of --help (all but --level, whose meaning differs):
+ * --threads with the program's default, --sched, --block, --corpus-mib. */
+void usage_common(FILE *f, const char *threads_default);
+
 /* Memory for a pipeline item: the pool's payload arena if it has room,
  * else malloc; counts which in *arena or *malloced. Empty if out of
  * memory. */
@@ -64,6 +96,15 @@ size_t arena_bytes(unsigned threads, uint64_t item_bytes);
 /* Keeps in tail[0..*tail_len) the last DICT_BYTES bytes of everything
  * read so far, after n more bytes at data (n may be less than that). */
 void keep_tail(unsigned char *tail, size_t *tail_len, const unsigned char *data, size_t n);
+
+/* The block pipeline both programs run: `input` reads blocks, `deflate`
+ * (parallel) compresses them, `sink` (serial, in order) writes them, all
+ * with ctx, at most 2 * threads + 2 blocks in flight. 0, or the error of
+ * the first failure with its message in why; *st (may be NULL) gets the
+ * pipeline's statistics. */
+int run_blocks(knit_pool *pool, unsigned threads, knit_input_fn input, knit_stage_fn deflate,
+               knit_stage_fn sink, void *ctx, knit_pipeline_stats *st, char *why,
+               size_t why_len);
 
 /* The bytes the gzip file must inflate to, in order: fills buf with n
  * bytes and returns how many it had (fewer: the input ended). */

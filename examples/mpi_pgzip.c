@@ -140,12 +140,9 @@ static void remove_tmp(void) {
 /* Options                                                             */
 
 typedef struct options {
-    unsigned threads; /* 0: this rank's share of the node's CPUs */
-    const char *sched;
-    int level;
-    size_t block;
-    int corpus_given, single, verify;
-    unsigned corpus_mib;
+    common_options c; /* --threads (0: this rank's share of the node's CPUs),
+                         --sched, --level, --block, --corpus-mib */
+    int single, verify;
     int fail_rank; /* -1: none */
     const char *in, *out;
 } options;
@@ -160,33 +157,24 @@ static void usage(FILE *f) {
             "\n"
             "  --input FILE      the input (read with MPI-IO by every rank: it must be\n"
             "                    visible to all of them); default: the built-in corpus\n"
-            "  --corpus-mib N    built-in corpus size in MiB (default %u)\n"
             "  --single          one gzip member (as pigz writes) rather than one per rank\n"
-            "  --verify          rank 0 inflates OUTPUT and compares it byte for byte\n"
-            "  --threads N       workers per rank (default: the rank's share of the\n"
-            "                    CPUs it may run on; at most %u)\n"
-            "  --sched NAME      claim discipline (ticket, dekker, single, ...;\n"
-            "                    default: $KNIT_SCHED, else ticket)\n"
-            "  --level 0-9       compression level (default 6)\n"
-            "  --block SIZE      block size with K or M suffix, 16K..64M (default 1M)\n"
+            "  --verify          rank 0 inflates OUTPUT and compares it byte for byte\n",
+            prog);
+    usage_common(f, "the rank's share of its CPUs");
+    fprintf(f,
+            "  --level 0-9       compression level on pigz's scale (zlib; default 6)\n"
             "  --fail-rank R     make rank R fail after compressing (tests the\n"
             "                    clean-up: no output, one message)\n"
             "  --help, -h        this text\n"
             "\n"
-            "Exit status: 0 done, 1 failure (on any rank), 2 bad usage.\n",
-            prog, DEFAULT_CORPUS_MIB, KNIT_MAX_THREADS);
+            "Exit status: 0 done, 1 failure (on any rank), 2 bad usage.\n");
 }
 
 /* 0, 1 (--help: exit 0) or -1 (bad usage, reported by rank 0). */
 static int parse_options(int argc, char **argv, options *o) {
-    enum { O_THREADS = 256, O_SCHED, O_LEVEL, O_BLOCK, O_CORPUS, O_INPUT, O_SINGLE,
-           O_VERIFY, O_FAIL };
+    enum { O_INPUT = OPT_OWN, O_SINGLE, O_VERIFY, O_FAIL };
     static const struct option longs[] = {
-        {"threads", required_argument, NULL, O_THREADS},
-        {"sched", required_argument, NULL, O_SCHED},
-        {"level", required_argument, NULL, O_LEVEL},
-        {"block", required_argument, NULL, O_BLOCK},
-        {"corpus-mib", required_argument, NULL, O_CORPUS},
+        COMMON_LONG_OPTIONS,
         {"input", required_argument, NULL, O_INPUT},
         {"single", no_argument, NULL, O_SINGLE},
         {"verify", no_argument, NULL, O_VERIFY},
@@ -194,32 +182,16 @@ static int parse_options(int argc, char **argv, options *o) {
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.level = 6, .block = DEFAULT_BLOCK, .corpus_mib = DEFAULT_CORPUS_MIB,
-                   .fail_rank = -1};
+    *o = (options){.fail_rank = -1};
+    common_defaults(&o->c);
     opterr = 0;
     int c;
     uint64_t v;
     while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        int common = parse_common(c, optarg, &o->c);
+        if (common < 0) return -1;
+        if (common > 0) continue;
         switch (c) {
-        case O_THREADS:
-            if (parse_uint("--threads", optarg, 1, KNIT_MAX_THREADS, &v) != 0) return -1;
-            o->threads = (unsigned)v;
-            break;
-        case O_SCHED:
-            o->sched = optarg;
-            break;
-        case O_LEVEL:
-            if (parse_uint("--level", optarg, 0, 9, &v) != 0) return -1;
-            o->level = (int)v;
-            break;
-        case O_BLOCK:
-            if (parse_size(optarg, &o->block) != 0) return -1;
-            break;
-        case O_CORPUS:
-            if (parse_uint("--corpus-mib", optarg, 0, MAX_CORPUS_MIB, &v) != 0) return -1;
-            o->corpus_mib = (unsigned)v;
-            o->corpus_given = 1;
-            break;
         case O_INPUT:
             o->in = optarg;
             break;
@@ -246,7 +218,7 @@ static int parse_options(int argc, char **argv, options *o) {
     if (rest == 0) return bad_usage("no output file named");
     if (rest > 1) return bad_usage("too many arguments ('%s' ...)", argv[optind + 1]);
     o->out = argv[optind];
-    if (o->in != NULL && o->corpus_given)
+    if (o->in != NULL && o->c.corpus_given)
         return bad_usage("--corpus-mib applies only without --input");
     if ((o->in && !*o->in) || !*o->out) return bad_usage("empty file name");
     if (strlen(o->out) > PATH_MAX - 1) return bad_usage("output name too long");
@@ -411,22 +383,10 @@ static int append_stage(void *ctx, uint64_t seq, knit_buf *item) {
 
 /* Runs the slice through the pipeline, appending to s->out. 0 or -1. */
 static int compress_slice(slice *s, unsigned threads) {
-    knit_stage stages[2] = {
-        {KNIT_STAGE_PARALLEL, deflate_stage, s},
-        {KNIT_STAGE_SERIAL_IN_ORDER, append_stage, s},
-    };
-    knit_pipeline_options po = KNIT_PIPELINE_OPTIONS_INIT;
-    po.input = input_fn;
-    po.input_ctx = s;
-    po.stages = stages;
-    po.nstages = 2;
-    po.max_in_flight = 2 * (size_t)threads + 2;
-    knit_pipeline *pl;
-    if (knit_pipeline_create(s->pool, &po, &pl) != 0) return fail("%s", knit_last_error());
-    int rc = knit_pipeline_run(pl);
-    if (rc != 0) fail("%s", knit_last_error());
-    knit_pipeline_destroy(pl);
-    if (rc != 0) return -1;
+    char why_run[512];
+    int rc = run_blocks(s->pool, threads, input_fn, deflate_stage, append_stage, s, NULL,
+                        why_run, sizeof why_run);
+    if (rc != 0) return fail("%s", why_run);
     if (s->in_done != s->len || s->write_seq != s->next_seq)
         return fail("internal error: %" PRIu64 " of %" PRIu64 " bytes compressed",
                     s->in_done, s->len);
@@ -461,13 +421,13 @@ static unsigned default_threads(void) {
 static int make_pool(const options *o, unsigned threads, knit_pool **pool) {
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
     po.threads = threads;
-    po.sched = o->sched;
+    po.sched = o->c.sched;
     po.backpressure = KNIT_FAIL;
     engine_conf zc;
     char why[200];
-    engine_configure(ENGINE_ZLIB, o->level, &zc, why, sizeof why); /* 0-9: never fails */
-    uint64_t in = sizeof(in_item) + DICT_BYTES + o->block;
-    uint64_t out = sizeof(out_item) + engine_bound(&zc, o->block);
+    engine_configure(ENGINE_ZLIB, o->c.level, &zc, why, sizeof why); /* 0-9: never fails */
+    uint64_t in = sizeof(in_item) + DICT_BYTES + o->c.block;
+    uint64_t out = sizeof(out_item) + engine_bound(&zc, o->c.block);
     po.arena_bytes = arena_bytes(threads, in > out ? in : out);
     po.max_payload = po.arena_bytes;
     int rc = knit_pool_create(&po, pool);
@@ -556,7 +516,7 @@ static int write_all(MPI_File fh, MPI_Offset offset, const unsigned char *buf, s
 
 static int run(const options *o) {
     int code = 0;
-    unsigned threads = o->threads ? o->threads : default_threads();
+    unsigned threads = o->c.threads ? o->c.threads : default_threads();
     knit_pool *pool = NULL;
     make_pool(o, threads, &pool);
     if ((code = agree()) != 0) return code;
@@ -564,13 +524,13 @@ static int run(const options *o) {
     slice s;
     memset(&s, 0, sizeof s);
     s.pool = pool;
-    s.block = o->block;
+    s.block = o->c.block;
     s.fh = MPI_FILE_NULL;
     s.name = o->in ? o->in : "the corpus";
     MPI_File out_fh = MPI_FILE_NULL;
-    uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    uint64_t total = (uint64_t)o->c.corpus_mib * MIB;
     char why_conf[200];
-    if (engine_configure(ENGINE_ZLIB, o->level, &s.conf, why_conf, sizeof why_conf) != 0)
+    if (engine_configure(ENGINE_ZLIB, o->c.level, &s.conf, why_conf, sizeof why_conf) != 0)
         fail("%s", why_conf);
     else if ((s.eng = engine_new(&s.conf)) == NULL)
         fail("out of memory");
@@ -727,7 +687,7 @@ static int run(const options *o) {
         printf("%s: %d rank%s x %u thread%s (rank 0: discipline %s), level %d, %zu KiB "
                "blocks, %s\n",
                prog, nranks, nranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-               ps.sched, o->level, o->block / KIB,
+               ps.sched, o->c.level, o->c.block / KIB,
                o->single ? "one gzip member" : "one gzip member per rank");
         printf("%s: compressed %.1f MiB of %s to %.1f MiB (ratio %.2f) in %.2f s: "
                "%.1f MiB/s\n",

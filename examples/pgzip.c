@@ -414,27 +414,9 @@ static int compress_stream(job *j, result *res) {
         return -1;
     }
 
-    knit_stage stages[2] = {
-        {KNIT_STAGE_PARALLEL, compress_stage, j},
-        {KNIT_STAGE_SERIAL_IN_ORDER, write_stage, j},
-    };
-    knit_pipeline_options po = KNIT_PIPELINE_OPTIONS_INIT;
-    po.input = input_fn;
-    po.input_ctx = j;
-    po.stages = stages;
-    po.nstages = 2;
-    po.max_in_flight = 2 * (size_t)threads + 2;
-    knit_pipeline *pl;
-    int rc = knit_pipeline_create(j->pool, &po, &pl);
-    if (rc != 0) {
-        fprintf(stderr, "%s: %s\n", prog, knit_last_error());
-        return -1;
-    }
-    rc = knit_pipeline_run(pl);
     char why[512];
-    snprintf(why, sizeof why, "%s", rc != 0 ? knit_last_error() : "");
-    knit_pipeline_stats_get(pl, &res->pst);
-    knit_pipeline_destroy(pl);
+    int rc = run_blocks(j->pool, threads, input_fn, compress_stage, write_stage, j, &res->pst,
+                        why, sizeof why);
     knit_buf_free(&j->ahead); /* read ahead before a stop */
     if (rc != 0) {
         progress_abort(&j->pg);
@@ -488,14 +470,10 @@ write_failed:
 /* Options                                                             */
 
 typedef struct options {
-    unsigned threads; /* 0: one per CPU */
-    const char *sched;
-    int level;
+    common_options c; /* --threads (0: one per CPU), --sched, --level, --block,
+                         --corpus-mib */
     engine_conf conf; /* --engine, --level, --fast */
-    size_t block;
     int quiet;
-    int corpus_given;
-    unsigned corpus_mib;
     const char *corpus_out;
     const char *timeline; /* --timeline FILE: the pool's timeline */
     const char *in, *out;
@@ -505,14 +483,14 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: %s [options] [input [output]]\n"
             "Compresses input (\"-\": stdin) to output (\"-\": stdout; default:\n"
-            "input.gz, or stdout for stdin) as one gzip stream, deflating blocks in\n"
+            "input.gz, or stdout for stdin) as gzip, deflating blocks in\n"
             "parallel on a knit pipeline. With no input it compresses a built-in\n"
             "text corpus to a temporary file, verifies the round trip with zlib\n"
             "and prints the throughput and pool statistics.\n"
-            "\n"
-            "  --threads N       workers (default: one per CPU; at most %u)\n"
-            "  --sched NAME      claim discipline (ticket, dekker, single, ...;\n"
-            "                    default: $KNIT_SCHED, else ticket)\n"
+            "\n",
+            prog);
+    usage_common(f, "one per CPU");
+    fprintf(f,
             "  --level 0-9       compression level on pigz's scale: the output is no\n"
             "                    larger than pigz -N's (default 6)\n"
             "  --engine NAME     zlib (one gzip member, like pigz), libdeflate or\n"
@@ -520,9 +498,7 @@ static void usage(FILE *f) {
             "                    that matches pigz's ratio at the level: isal at 1,\n"
             "                    libdeflate otherwise. isal matches pigz up to -2.\n"
             "  --fast            isal's fastest level (no ratio promise)\n"
-            "  --block SIZE      block size with K or M suffix, 16K..64M (default 1M)\n"
             "  --quiet, -q       no progress bar\n"
-            "  --corpus-mib N    built-in corpus size in MiB (default %u)\n"
             "  --corpus-out FILE write the built-in corpus, uncompressed, and exit\n"
             "                    (to compare with other compressors)\n"
             "  --timeline FILE   write what every worker did as a Chrome Trace\n"
@@ -530,78 +506,55 @@ static void usage(FILE *f) {
             "                    //tools:timeline -- FILE --png chart.png)\n"
             "  --help, -h        this text\n"
             "\n"
-            "Exit status: 0 done, 1 failure, 2 bad usage.\n",
-            prog, KNIT_MAX_THREADS, DEFAULT_CORPUS_MIB);
+            "Exit status: 0 done, 1 failure, 2 bad usage.\n");
 }
 
 /* --engine, --level and --fast into o->conf: 0, or -1 (reported). */
-static int parse_engine(const char *name, int fast, int level_given, options *o) {
-    engine_kind kind = engine_default(o->level);
+static int parse_engine(const char *name, int fast, options *o) {
+    engine_kind kind = engine_default(o->c.level);
     if (name != NULL && engine_parse(name, &kind) != 0)
         return bad_usage("--engine: unknown engine '%s' (valid: %s)", name, ENGINE_NAMES);
     if (fast) {
-        if (level_given) return bad_usage("--fast and --level exclude each other");
+        if (o->c.level_given) return bad_usage("--fast and --level exclude each other");
         if (name != NULL && kind != ENGINE_ISAL)
             return bad_usage("--fast is isal's fastest level; it takes no --engine %s", name);
         engine_configure_fast(&o->conf);
         return 0;
     }
     char why[200];
-    if (engine_configure(kind, o->level, &o->conf, why, sizeof why) != 0)
-        return bad_usage("--engine %s --level %d: %s", engine_name(kind), o->level, why);
+    if (engine_configure(kind, o->c.level, &o->conf, why, sizeof why) != 0)
+        return bad_usage("--engine %s --level %d: %s", engine_name(kind), o->c.level, why);
     return 0;
 }
 
 /* 0, 1 (--help: exit 0) or -1 (bad usage, reported). */
 static int parse_options(int argc, char **argv, options *o) {
-    enum { O_THREADS = 256, O_SCHED, O_LEVEL, O_ENGINE, O_FAST, O_BLOCK, O_CORPUS,
-           O_CORPUS_OUT, O_TIMELINE };
+    enum { O_ENGINE = OPT_OWN, O_FAST, O_CORPUS_OUT, O_TIMELINE };
     static const struct option longs[] = {
-        {"threads", required_argument, NULL, O_THREADS},
-        {"sched", required_argument, NULL, O_SCHED},
-        {"level", required_argument, NULL, O_LEVEL},
+        COMMON_LONG_OPTIONS,
         {"engine", required_argument, NULL, O_ENGINE},
         {"fast", no_argument, NULL, O_FAST},
-        {"block", required_argument, NULL, O_BLOCK},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
-        {"corpus-mib", required_argument, NULL, O_CORPUS},
         {"corpus-out", required_argument, NULL, O_CORPUS_OUT},
         {"timeline", required_argument, NULL, O_TIMELINE},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.level = 6, .block = DEFAULT_BLOCK, .corpus_mib = DEFAULT_CORPUS_MIB};
+    *o = (options){0};
+    common_defaults(&o->c);
     opterr = 0;
-    int c, level_given = 0, fast = 0;
+    int c, fast = 0;
     const char *engine_arg = NULL;
-    uint64_t v;
     while ((c = getopt_long(argc, argv, ":qh", longs, NULL)) != -1) {
+        int common = parse_common(c, optarg, &o->c);
+        if (common < 0) return -1;
+        if (common > 0) continue;
         switch (c) {
-        case O_THREADS:
-            if (parse_uint("--threads", optarg, 1, KNIT_MAX_THREADS, &v) != 0) return -1;
-            o->threads = (unsigned)v;
-            break;
-        case O_SCHED:
-            o->sched = optarg;
-            break;
-        case O_LEVEL:
-            if (parse_uint("--level", optarg, 0, 9, &v) != 0) return -1;
-            o->level = (int)v;
-            level_given = 1;
-            break;
         case O_ENGINE:
             engine_arg = optarg;
             break;
         case O_FAST:
             fast = 1;
-            break;
-        case O_BLOCK:
-            if (parse_size(optarg, &o->block) != 0) return -1;
-            break;
-        case O_CORPUS:
-            if (parse_uint("--corpus-mib", optarg, 0, MAX_CORPUS_MIB, &v) != 0) return -1;
-            o->corpus_mib = (unsigned)v;
-            o->corpus_given = 1;
             break;
         case O_CORPUS_OUT:
             o->corpus_out = optarg;
@@ -626,12 +579,12 @@ static int parse_options(int argc, char **argv, options *o) {
     if (rest > 2) return bad_usage("too many arguments ('%s' ...)", argv[optind + 2]);
     if (rest >= 1) o->in = argv[optind];
     if (rest == 2) o->out = argv[optind + 1];
-    if (o->in != NULL && o->corpus_given)
+    if (o->in != NULL && o->c.corpus_given)
         return bad_usage("--corpus-mib applies only without an input file");
     if (o->in != NULL && o->corpus_out != NULL)
         return bad_usage("--corpus-out takes no input file");
     if ((o->in && !*o->in) || (o->out && !*o->out)) return bad_usage("empty file name");
-    return parse_engine(engine_arg, fast, level_given, o);
+    return parse_engine(engine_arg, fast, o);
 }
 
 /* A pool sized for the job: the arena holds every item in flight (input
@@ -640,17 +593,17 @@ static int parse_options(int argc, char **argv, options *o) {
  * knit_payload_alloc (the example then uses malloc) instead of a wait. */
 static int make_pool(const options *o, knit_pool **pool) {
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
-    po.threads = o->threads;
-    po.sched = o->sched;
+    po.threads = o->c.threads;
+    po.sched = o->c.sched;
     po.timeline = o->timeline; /* NULL: $KNIT_TIMELINE, else none */
     po.backpressure = KNIT_FAIL;
-    unsigned threads = o->threads;
+    unsigned threads = o->c.threads;
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned)n : 1;
     }
-    uint64_t item = sizeof(in_item) + DICT_BYTES + o->block;
-    uint64_t bound = sizeof(out_item) + 18 + engine_bound(&o->conf, o->block);
+    uint64_t item = sizeof(in_item) + DICT_BYTES + o->c.block;
+    uint64_t bound = sizeof(out_item) + 18 + engine_bound(&o->conf, o->c.block);
     if (bound > item) item = bound;
     po.arena_bytes = arena_bytes(threads, item);
     po.max_payload = po.arena_bytes;
@@ -669,7 +622,7 @@ static int job_init(job *j, const options *o, knit_pool *pool, source *src, FILE
     j->pool = pool;
     j->conf = o->conf;
     j->eng = engine_new(&o->conf);
-    j->block = o->block;
+    j->block = o->c.block;
     j->src = src;
     j->out = out;
     j->out_name = out_name;
@@ -855,7 +808,7 @@ static int verify(FILE *f, uint64_t expect_bytes, const options *o, double *secs
 }
 
 static int write_corpus(const options *o) {
-    uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    uint64_t total = (uint64_t)o->c.corpus_mib * MIB;
     corpus *gen = corpus_new(0, total);
     unsigned char *buf = malloc(MIB);
     FILE *f = strcmp(o->corpus_out, "-") == 0 ? stdout : fopen(o->corpus_out, "wb");
@@ -885,7 +838,7 @@ static int write_corpus(const options *o) {
 }
 
 static int run_corpus(const options *o, knit_pool *pool) {
-    uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    uint64_t total = (uint64_t)o->c.corpus_mib * MIB;
     const char *dir = getenv("TMPDIR");
     if (dir == NULL || *dir == '\0') dir = "/tmp";
     char *tmp_name = NULL;
@@ -958,7 +911,7 @@ static int run_corpus(const options *o, knit_pool *pool) {
     printf("%s: %u threads, discipline %s, engine %s (its level %d), %s, %zu KiB blocks, "
            "%zu compressors\n",
            prog, ps.threads, ps.sched, engine_name(o->conf.kind), o->conf.native, level,
-           o->block / KIB, compressors);
+           o->c.block / KIB, compressors);
     printf("%s: pipeline: %" PRIu64 " blocks, %" PRIu64 " completed, at most %" PRIu64
            " in flight, at most %u deflating at once\n",
            prog, res.pst.items, res.pst.completed, res.pst.max_in_flight, deflating_max);
