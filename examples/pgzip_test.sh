@@ -119,12 +119,13 @@ fi
 # (4b) Every engine (issue 19): the corpus self-check (its verifier reads
 # one member or many), and gzip -t plus a byte-for-byte round trip on the
 # empty, 1-byte, exact-block, mixed and corpus inputs.
-"$pgzip" --corpus-out "$tmp/corpus" --corpus-mib 8 || fail "--corpus-out exited $?"
+"$pgzip" --corpus-out "$tmp/corpus" --corpus-mib 4 || fail "--corpus-out exited $?"
 for e in "--engine zlib --level 6" "--engine libdeflate --level 6" \
     "--engine libdeflate --level 9" "--engine libdeflate --level 0" \
     "--engine isal --level 1" "--engine isal --level 2" "--fast" "--level 1" "--level 6"; do
     tag=$(tr -c 'a-z0-9\n' _ <<<"$e")
-    out=$("$pgzip" -q $e --corpus-mib 8 2>&1)
+    # shellcheck disable=SC2086
+    out=$("$pgzip" -q $e --corpus-mib 4 2>&1)
     rc=$?
     if [[ $rc -eq 0 ]] && grep -q verified <<<"$out"; then
         pass "$e: corpus verified ($(grep -o '[0-9]* gzip member[s]*' <<<"$out"))"
@@ -144,9 +145,9 @@ done
 # verifier counts them); zlib writes one.
 for e in "zlib 1" "libdeflate 4" "isal 4"; do
     level=1
-    out=$("$pgzip" -q --engine "${e% *}" --level $level --block 2M --corpus-mib 8 2>&1)
+    out=$("$pgzip" -q --engine "${e% *}" --level $level --block 1M --corpus-mib 4 2>&1)
     if grep -q "(${e#* } gzip member" <<<"$out"; then
-        pass "--engine ${e% *}: ${e#* } member(s) for 4 blocks of 2 MiB"
+        pass "--engine ${e% *}: ${e#* } member(s) for 4 blocks of 1 MiB"
     else
         fail "--engine ${e% *}: expected ${e#* } member(s): $out"
     fi
