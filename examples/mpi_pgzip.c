@@ -42,7 +42,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -60,31 +59,15 @@
 #include <knit/knit.h>
 
 #include "corpus.h"
+#include "engine.h"    /* the zlib engine and its compressor cache */
+#include "gzip_util.h" /* sizes, option parsing, the verifier, shared with pgzip */
 
-#define KIB ((size_t)1024)
-#define MIB ((size_t)1024 * 1024)
-#define DICT_BYTES ((size_t)32768) /* deflate's window */
-#define MIN_BLOCK (16 * KIB)
-#define MAX_BLOCK (64 * MIB)
-#define DEFAULT_BLOCK MIB
-#define DEFAULT_CORPUS_MIB 256u
-#define MAX_CORPUS_MIB (1u << 20)   /* 1 TiB */
 #define IO_CHUNK ((size_t)1 << 30) /* MPI counts are int: write in 1 GiB pieces */
 
-/* Exit codes: 0 done, 1 failure, 2 bad usage. */
-enum { EXIT_USAGE = 2 };
+/* Exit codes: 0 done, 1 failure, 2 bad usage (EXIT_USAGE). */
 
 static const char *prog = "mpi_pgzip";
 static int rank, nranks;
-
-static double mib(uint64_t bytes) { return (double)bytes / (double)MIB; }
-
-static void put_le32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
 
 /* ------------------------------------------------------------------ */
 /* Failing together                                                    */
@@ -157,12 +140,9 @@ static void remove_tmp(void) {
 /* Options                                                             */
 
 typedef struct options {
-    unsigned threads; /* 0: this rank's share of the node's CPUs */
-    const char *sched;
-    int level;
-    size_t block;
-    int corpus_given, single, verify;
-    unsigned corpus_mib;
+    common_options c; /* --threads (0: this rank's share of the node's CPUs),
+                         --sched, --level, --block, --corpus-mib */
+    int single, verify;
     int fail_rank; /* -1: none */
     const char *in, *out;
 } options;
@@ -177,78 +157,24 @@ static void usage(FILE *f) {
             "\n"
             "  --input FILE      the input (read with MPI-IO by every rank: it must be\n"
             "                    visible to all of them); default: the built-in corpus\n"
-            "  --corpus-mib N    built-in corpus size in MiB (default %u)\n"
             "  --single          one gzip member (as pigz writes) rather than one per rank\n"
-            "  --verify          rank 0 inflates OUTPUT and compares it byte for byte\n"
-            "  --threads N       workers per rank (default: the rank's share of the\n"
-            "                    CPUs it may run on; at most %u)\n"
-            "  --sched NAME      claim discipline (ticket, dekker, single, ...;\n"
-            "                    default: $KNIT_SCHED, else ticket)\n"
-            "  --level 0-9       compression level (default 6)\n"
-            "  --block SIZE      block size with K or M suffix, 16K..64M (default 1M)\n"
+            "  --verify          rank 0 inflates OUTPUT and compares it byte for byte\n",
+            prog);
+    usage_common(f, "the rank's share of its CPUs");
+    fprintf(f,
+            "  --level 0-9       compression level on pigz's scale (zlib; default 6)\n"
             "  --fail-rank R     make rank R fail after compressing (tests the\n"
             "                    clean-up: no output, one message)\n"
             "  --help, -h        this text\n"
             "\n"
-            "Exit status: 0 done, 1 failure (on any rank), 2 bad usage.\n",
-            prog, DEFAULT_CORPUS_MIB, KNIT_MAX_THREADS);
-}
-
-static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad_usage(const char *fmt, ...) {
-    if (rank == 0) { /* every rank parses the same arguments */
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "%s: ", prog);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "\nTry '%s --help'.\n", prog);
-    }
-    return -1;
-}
-
-static int parse_uint(const char *opt, const char *s, uint64_t lo, uint64_t hi,
-                      uint64_t *out) {
-    char *end;
-    errno = 0;
-    if (s == NULL || *s < '0' || *s > '9') return bad_usage("%s: '%s' is not a number", opt, s);
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0') return bad_usage("%s: '%s' is not a number", opt, s);
-    if (v < lo || v > hi)
-        return bad_usage("%s %s is out of range (%" PRIu64 "..%" PRIu64 ")", opt, s, lo, hi);
-    *out = v;
-    return 0;
-}
-
-/* 65536, 64K, 64k, 64KiB, 1M, 1MiB, 1MB. */
-static int parse_size(const char *s, size_t *out) {
-    const char *msg = "--block: '%s' is not a size (like 65536, 64K or 1M)";
-    if (*s < '0' || *s > '9') return bad_usage(msg, s);
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0) return bad_usage(msg, s);
-    uint64_t mul = 1;
-    if (*end == 'k' || *end == 'K') mul = KIB, end++;
-    else if (*end == 'm' || *end == 'M') mul = MIB, end++;
-    if (mul != 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)) end += strlen(end);
-    if (*end != '\0') return bad_usage(msg, s);
-    if (v > MAX_BLOCK || v * mul > MAX_BLOCK || v * mul < MIN_BLOCK)
-        return bad_usage("--block %s is out of range: at least 16K (16384), at most 64M", s);
-    *out = (size_t)(v * mul);
-    return 0;
+            "Exit status: 0 done, 1 failure (on any rank), 2 bad usage.\n");
 }
 
 /* 0, 1 (--help: exit 0) or -1 (bad usage, reported by rank 0). */
 static int parse_options(int argc, char **argv, options *o) {
-    enum { O_THREADS = 256, O_SCHED, O_LEVEL, O_BLOCK, O_CORPUS, O_INPUT, O_SINGLE,
-           O_VERIFY, O_FAIL };
+    enum { O_INPUT = OPT_OWN, O_SINGLE, O_VERIFY, O_FAIL };
     static const struct option longs[] = {
-        {"threads", required_argument, NULL, O_THREADS},
-        {"sched", required_argument, NULL, O_SCHED},
-        {"level", required_argument, NULL, O_LEVEL},
-        {"block", required_argument, NULL, O_BLOCK},
-        {"corpus-mib", required_argument, NULL, O_CORPUS},
+        COMMON_LONG_OPTIONS,
         {"input", required_argument, NULL, O_INPUT},
         {"single", no_argument, NULL, O_SINGLE},
         {"verify", no_argument, NULL, O_VERIFY},
@@ -256,32 +182,16 @@ static int parse_options(int argc, char **argv, options *o) {
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.level = 6, .block = DEFAULT_BLOCK, .corpus_mib = DEFAULT_CORPUS_MIB,
-                   .fail_rank = -1};
+    *o = (options){.fail_rank = -1};
+    common_defaults(&o->c);
     opterr = 0;
     int c;
     uint64_t v;
     while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        int common = parse_common(c, optarg, &o->c);
+        if (common < 0) return -1;
+        if (common > 0) continue;
         switch (c) {
-        case O_THREADS:
-            if (parse_uint("--threads", optarg, 1, KNIT_MAX_THREADS, &v) != 0) return -1;
-            o->threads = (unsigned)v;
-            break;
-        case O_SCHED:
-            o->sched = optarg;
-            break;
-        case O_LEVEL:
-            if (parse_uint("--level", optarg, 0, 9, &v) != 0) return -1;
-            o->level = (int)v;
-            break;
-        case O_BLOCK:
-            if (parse_size(optarg, &o->block) != 0) return -1;
-            break;
-        case O_CORPUS:
-            if (parse_uint("--corpus-mib", optarg, 0, MAX_CORPUS_MIB, &v) != 0) return -1;
-            o->corpus_mib = (unsigned)v;
-            o->corpus_given = 1;
-            break;
         case O_INPUT:
             o->in = optarg;
             break;
@@ -308,7 +218,7 @@ static int parse_options(int argc, char **argv, options *o) {
     if (rest == 0) return bad_usage("no output file named");
     if (rest > 1) return bad_usage("too many arguments ('%s' ...)", argv[optind + 1]);
     o->out = argv[optind];
-    if (o->in != NULL && o->corpus_given)
+    if (o->in != NULL && o->c.corpus_given)
         return bad_usage("--corpus-mib applies only without --input");
     if ((o->in && !*o->in) || !*o->out) return bad_usage("empty file name");
     if (strlen(o->out) > PATH_MAX - 1) return bad_usage("output name too long");
@@ -335,14 +245,10 @@ typedef struct out_item {
     uint32_t pad;
 } out_item;
 
-typedef struct zfree {
-    z_stream zs; /* first: a z_stream * is a zfree * */
-    struct zfree *next;
-} zfree;
-
 typedef struct slice {
     knit_pool *pool;
-    int level;
+    engine_conf conf; /* zlib at --level: --single needs its sync flush */
+    engine *eng;      /* deflate streams to reuse */
     size_t block;
     int finish; /* end the deflate stream (Z_FINISH) with the last block */
     /* the input: the file, or a corpus generator at the slice's start */
@@ -353,9 +259,6 @@ typedef struct slice {
     uint64_t next_seq;
     unsigned char tail[DICT_BYTES]; /* the last input bytes read */
     size_t tail_len;
-    /* deflate streams to reuse */
-    pthread_mutex_t zlock;
-    zfree *zpool;
     /* the output: a growing buffer, appended to by the serial stage */
     unsigned char *out;
     size_t out_len, out_cap;
@@ -365,20 +268,8 @@ typedef struct slice {
 } slice;
 
 /* Memory for an item: the pool's arena if it has room, else malloc. */
-static knit_buf item_alloc(slice *s, size_t len) {
-    void *p = knit_payload_alloc(s->pool, len);
-    if (p != NULL) {
-        knit_buf b = knit_payload_buf(s->pool, p, len);
-        if (b.data != NULL) {
-            atomic_fetch_add_explicit(&s->arena_items, 1, memory_order_relaxed);
-            return b;
-        }
-        knit_payload_free(s->pool, p);
-    }
-    p = malloc(len);
-    if (p == NULL) return (knit_buf){0};
-    atomic_fetch_add_explicit(&s->malloc_items, 1, memory_order_relaxed);
-    return knit_buf_malloced(p, len);
+static knit_buf slice_alloc(slice *s, size_t len) {
+    return item_alloc(s->pool, len, &s->arena_items, &s->malloc_items);
 }
 
 /* Reads n bytes of the input at `offset` (file or corpus position): 0, or
@@ -411,7 +302,7 @@ static int input_fn(void *ctx, knit_buf *item) {
     if (s->pos == s->len) return 0;
     size_t n = s->len - s->pos < s->block ? (size_t)(s->len - s->pos) : s->block;
     size_t hdr = sizeof(in_item) + s->tail_len;
-    knit_buf b = item_alloc(s, hdr + n);
+    knit_buf b = slice_alloc(s, hdr + n);
     if (b.data == NULL) return knit_error(KNIT_ENOMEM, "no memory for a %zu-byte block", n);
     unsigned char *data = (unsigned char *)b.data + hdr;
     char msg[400];
@@ -423,46 +314,10 @@ static int input_fn(void *ctx, knit_buf *item) {
     *h = (in_item){.seq = s->next_seq++, .len = (uint32_t)n,
                    .dict_len = (uint32_t)s->tail_len, .last = s->pos + n == s->len};
     memcpy(h + 1, s->tail, s->tail_len);
-    /* Keep the last 32 KiB read (a block may be shorter than that). */
-    if (n >= DICT_BYTES) {
-        memcpy(s->tail, data + n - DICT_BYTES, DICT_BYTES);
-        s->tail_len = DICT_BYTES;
-    } else {
-        size_t keep = s->tail_len + n > DICT_BYTES ? DICT_BYTES - n : s->tail_len;
-        memmove(s->tail, s->tail + s->tail_len - keep, keep);
-        memcpy(s->tail + keep, data, n);
-        s->tail_len = keep + n;
-    }
+    keep_tail(s->tail, &s->tail_len, data, n); /* the next block's dictionary */
     s->pos += n;
     *item = b;
     return 1;
-}
-
-static z_stream *zstream_get(slice *s) {
-    pthread_mutex_lock(&s->zlock);
-    zfree *z = s->zpool;
-    if (z) s->zpool = z->next;
-    pthread_mutex_unlock(&s->zlock);
-    if (z) {
-        deflateReset(&z->zs);
-        return &z->zs;
-    }
-    z = calloc(1, sizeof *z);
-    if (z == NULL) return NULL;
-    /* windowBits -15: raw deflate; the gzip wrapper is written by hand. */
-    if (deflateInit2(&z->zs, s->level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-        free(z);
-        return NULL;
-    }
-    return &z->zs;
-}
-
-static void zstream_put(slice *s, z_stream *zs) {
-    zfree *z = (zfree *)zs;
-    pthread_mutex_lock(&s->zlock);
-    z->next = s->zpool;
-    s->zpool = z;
-    pthread_mutex_unlock(&s->zlock);
 }
 
 /* Stage 1 (parallel, on any worker; no MPI here): deflate one block. */
@@ -473,35 +328,20 @@ static int deflate_stage(void *ctx, uint64_t seq, knit_buf *item) {
         h->seq != seq)
         return knit_error(KNIT_EINVAL, "deflate: item %" PRIu64 " is malformed", seq);
     const unsigned char *dict = (const unsigned char *)(h + 1), *data = dict + h->dict_len;
-    z_stream *zs = zstream_get(s);
-    if (zs == NULL) return knit_error(KNIT_ENOMEM, "deflate: no memory for zlib");
-    size_t cap = deflateBound(zs, h->len) + 64; /* + the sync flush's empty block */
-    knit_buf out = item_alloc(s, sizeof(out_item) + cap);
-    if (out.data == NULL) {
-        zstream_put(s, zs);
-        return knit_error(KNIT_ENOMEM, "deflate: no memory for %zu bytes", cap);
-    }
-    int final = h->last && s->finish, rc = Z_OK;
-    if (h->dict_len > 0 && s->level > 0) rc = deflateSetDictionary(zs, dict, h->dict_len);
-    if (rc == Z_OK) {
-        zs->next_in = (unsigned char *)data;
-        zs->avail_in = h->len;
-        zs->next_out = (unsigned char *)out.data + sizeof(out_item);
-        zs->avail_out = (uInt)cap;
-        rc = deflate(zs, final ? Z_FINISH : Z_SYNC_FLUSH);
-    }
-    int ok = final ? rc == Z_STREAM_END : rc == Z_OK && zs->avail_in == 0 && zs->avail_out > 0;
-    if (!ok) {
-        const char *msg = zs->msg ? zs->msg : zError(rc);
-        zstream_put(s, zs);
+    size_t cap = engine_bound(&s->conf, h->len);
+    knit_buf out = slice_alloc(s, sizeof(out_item) + cap);
+    if (out.data == NULL) return knit_error(KNIT_ENOMEM, "deflate: no memory for %zu bytes", cap);
+    size_t n = 0;
+    char err[200];
+    if (engine_deflate(s->eng, dict, h->dict_len, data, h->len, h->last && s->finish,
+                       (unsigned char *)out.data + sizeof(out_item), cap, &n, err,
+                       sizeof err) != 0) {
         knit_buf_free(&out);
-        return knit_error(KNIT_EINVAL, "deflate of block %" PRIu64 " failed: %s (%d)", seq,
-                          msg, rc);
+        return knit_error(KNIT_EINVAL, "deflate of block %" PRIu64 " failed: %s", seq, err);
     }
     out_item *oh = out.data;
-    *oh = (out_item){.seq = seq, .in_len = h->len, .out_len = (uint32_t)(cap - zs->avail_out),
-                     .crc = (uint32_t)crc32_z(0, data, h->len)};
-    zstream_put(s, zs);
+    *oh = (out_item){.seq = seq, .in_len = h->len, .out_len = (uint32_t)n,
+                     .crc = engine_crc32(s->eng, 0, data, h->len)};
     out.len = sizeof *oh + oh->out_len;
     knit_buf_free(item);
     *item = out;
@@ -543,22 +383,10 @@ static int append_stage(void *ctx, uint64_t seq, knit_buf *item) {
 
 /* Runs the slice through the pipeline, appending to s->out. 0 or -1. */
 static int compress_slice(slice *s, unsigned threads) {
-    knit_stage stages[2] = {
-        {KNIT_STAGE_PARALLEL, deflate_stage, s},
-        {KNIT_STAGE_SERIAL_IN_ORDER, append_stage, s},
-    };
-    knit_pipeline_options po = KNIT_PIPELINE_OPTIONS_INIT;
-    po.input = input_fn;
-    po.input_ctx = s;
-    po.stages = stages;
-    po.nstages = 2;
-    po.max_in_flight = 2 * (size_t)threads + 2;
-    knit_pipeline *pl;
-    if (knit_pipeline_create(s->pool, &po, &pl) != 0) return fail("%s", knit_last_error());
-    int rc = knit_pipeline_run(pl);
-    if (rc != 0) fail("%s", knit_last_error());
-    knit_pipeline_destroy(pl);
-    if (rc != 0) return -1;
+    char why_run[512];
+    int rc = run_blocks(s->pool, threads, input_fn, deflate_stage, append_stage, s, NULL,
+                        why_run, sizeof why_run);
+    if (rc != 0) return fail("%s", why_run);
     if (s->in_done != s->len || s->write_seq != s->next_seq)
         return fail("internal error: %" PRIu64 " of %" PRIu64 " bytes compressed",
                     s->in_done, s->len);
@@ -593,15 +421,15 @@ static unsigned default_threads(void) {
 static int make_pool(const options *o, unsigned threads, knit_pool **pool) {
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
     po.threads = threads;
-    po.sched = o->sched;
+    po.sched = o->c.sched;
     po.backpressure = KNIT_FAIL;
-    uint64_t item = sizeof(in_item) + DICT_BYTES + o->block + o->block / 1024 + 4096;
-    uint64_t arena = (2 * (2 * (uint64_t)threads + 2) + 4) * (item + item / 4);
-    if (arena < 64 * MIB) arena = 64 * MIB;
-    if (arena > 4096 * (uint64_t)MIB) arena = 4096 * (uint64_t)MIB;
-    arena = (arena + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
-    po.arena_bytes = (size_t)arena;
-    po.max_payload = (size_t)arena;
+    engine_conf zc;
+    char why[200];
+    engine_configure(ENGINE_ZLIB, o->c.level, &zc, why, sizeof why); /* 0-9: never fails */
+    uint64_t in = sizeof(in_item) + DICT_BYTES + o->c.block;
+    uint64_t out = sizeof(out_item) + engine_bound(&zc, o->c.block);
+    po.arena_bytes = arena_bytes(threads, in > out ? in : out);
+    po.max_payload = po.arena_bytes;
     int rc = knit_pool_create(&po, pool);
     if (rc != 0) return fail_code(rc == KNIT_EINVAL ? EXIT_USAGE : 1, "%s", knit_last_error());
     return 0;
@@ -610,89 +438,36 @@ static int make_pool(const options *o, unsigned threads, knit_pool **pool) {
 /* ------------------------------------------------------------------ */
 /* Verification (rank 0)                                               */
 
+/* The input again, for the verifier: the file, or the corpus. */
+typedef struct want_src {
+    FILE *f;
+    corpus *gen;
+} want_src;
+
+static size_t want_bytes(void *ctx, unsigned char *buf, size_t n) {
+    want_src *w = ctx;
+    return w->f ? fread(buf, 1, n, w->f) : corpus_fill(w->gen, buf, n);
+}
+
 /* Inflates `gz` (any number of members) and compares it with the input,
  * read again from `in` (NULL: the corpus). 0, or -1 with a message. */
 static int verify(const char *gz, const char *in, uint64_t total, unsigned *members) {
-    const size_t chunk = 256 * KIB;
-    unsigned char *zbuf = malloc(chunk), *got = malloc(chunk), *want = malloc(chunk);
-    FILE *f = fopen(gz, "rb"), *inf = in ? fopen(in, "rb") : NULL;
-    corpus *gen = in ? NULL : corpus_new(0, total);
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    int zinit = 0, rc = -1;
-    uint64_t done = 0;
+    FILE *f = fopen(gz, "rb");
+    want_src w = {.f = in ? fopen(in, "rb") : NULL, .gen = in ? NULL : corpus_new(0, total)};
+    int rc = -1;
+    char err[400];
     *members = 0;
-    if (!zbuf || !got || !want || (!in && !gen)) {
-        fail("verify: out of memory");
-        goto out;
-    }
-    if (f == NULL || (in && inf == NULL)) {
+    if (f == NULL || (in && w.f == NULL))
         fail("verify: cannot open %s: %s", f == NULL ? gz : in, strerror(errno));
-        goto out;
-    }
-    if (inflateInit2(&zs, 31) != Z_OK) { /* 31: gzip; checks CRC and ISIZE */
-        fail("verify: inflateInit2 failed");
-        goto out;
-    }
-    zinit = 1;
-    for (;;) {
-        if (zs.avail_in == 0) {
-            size_t n = fread(zbuf, 1, chunk, f);
-            if (n == 0) {
-                if (ferror(f)) {
-                    fail("verify: read %s: %s", gz, strerror(errno));
-                    goto out;
-                }
-                break; /* the end: checked below */
-            }
-            zs.next_in = zbuf;
-            zs.avail_in = (uInt)n;
-        }
-        zs.next_out = got;
-        zs.avail_out = (uInt)chunk;
-        int zr = inflate(&zs, Z_NO_FLUSH);
-        if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
-            fail("verify: %s is not valid gzip after %" PRIu64 " bytes: %s", gz, done,
-                 zs.msg ? zs.msg : zError(zr));
-            goto out;
-        }
-        size_t n = chunk - zs.avail_out;
-        if (n > 0) {
-            size_t w = in ? fread(want, 1, n, inf) : corpus_fill(gen, want, n);
-            if (w != n) {
-                fail("verify: %s inflates to more than the %" PRIu64 " input bytes", gz, total);
-                goto out;
-            }
-            if (memcmp(got, want, n) != 0) {
-                size_t i = 0;
-                while (got[i] == want[i]) i++;
-                fail("verify: byte %" PRIu64 " differs from the input", done + i);
-                goto out;
-            }
-            done += n;
-        }
-        if (zr == Z_STREAM_END) { /* a member ends; another may follow */
-            ++*members;
-            inflateReset(&zs);
-        }
-    }
-    if (*members == 0 || zs.total_in != 0 || zs.total_out != 0) {
-        fail("verify: %s is truncated", gz);
-        goto out;
-    }
-    if (done != total) {
-        fail("verify: %s inflates to %" PRIu64 " bytes, not %" PRIu64, gz, done, total);
-        goto out;
-    }
-    rc = 0;
-out:
-    if (zinit) inflateEnd(&zs);
+    else if (!in && w.gen == NULL)
+        fail("verify: out of memory");
+    else if (gz_verify(f, gz, total, want_bytes, &w, NULL, NULL, members, err, sizeof err) != 0)
+        fail("verify: %s", err);
+    else
+        rc = 0;
     if (f) fclose(f);
-    if (inf) fclose(inf);
-    corpus_free(gen);
-    free(zbuf);
-    free(got);
-    free(want);
+    if (w.f) fclose(w.f);
+    corpus_free(w.gen);
     return rc;
 }
 
@@ -741,7 +516,7 @@ static int write_all(MPI_File fh, MPI_Offset offset, const unsigned char *buf, s
 
 static int run(const options *o) {
     int code = 0;
-    unsigned threads = o->threads ? o->threads : default_threads();
+    unsigned threads = o->c.threads ? o->c.threads : default_threads();
     knit_pool *pool = NULL;
     make_pool(o, threads, &pool);
     if ((code = agree()) != 0) return code;
@@ -749,13 +524,17 @@ static int run(const options *o) {
     slice s;
     memset(&s, 0, sizeof s);
     s.pool = pool;
-    s.level = o->level;
-    s.block = o->block;
+    s.block = o->c.block;
     s.fh = MPI_FILE_NULL;
     s.name = o->in ? o->in : "the corpus";
-    pthread_mutex_init(&s.zlock, NULL);
     MPI_File out_fh = MPI_FILE_NULL;
-    uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    uint64_t total = (uint64_t)o->c.corpus_mib * MIB;
+    char why_conf[200];
+    if (engine_configure(ENGINE_ZLIB, o->c.level, &s.conf, why_conf, sizeof why_conf) != 0)
+        fail("%s", why_conf);
+    else if ((s.eng = engine_new(&s.conf)) == NULL)
+        fail("out of memory");
+    if ((code = agree()) != 0) goto done;
 
     /* (1) The input: stat it here first for a plain message (a missing
      * file, a directory), then open it collectively. */
@@ -828,9 +607,8 @@ static int run(const options *o) {
     double t0 = MPI_Wtime();
     int header = rank == 0 || (!o->single && s.len > 0);
     if (header) {
-        /* magic, deflate, no flags, mtime 0, XFL, OS = Unix */
-        unsigned char hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
-        hdr[8] = o->level == 9 ? 2 : o->level == 1 ? 4 : 0;
+        unsigned char hdr[10];
+        gzip_header(hdr, engine_xfl(&s.conf));
         if (out_append(&s, hdr, sizeof hdr) != 0) fail("out of memory");
     }
     if (why_code == 0 && s.len > 0) compress_slice(&s, threads);
@@ -909,7 +687,7 @@ static int run(const options *o) {
         printf("%s: %d rank%s x %u thread%s (rank 0: discipline %s), level %d, %zu KiB "
                "blocks, %s\n",
                prog, nranks, nranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-               ps.sched, o->level, o->block / KIB,
+               ps.sched, o->c.level, o->c.block / KIB,
                o->single ? "one gzip member" : "one gzip member per rank");
         printf("%s: compressed %.1f MiB of %s to %.1f MiB (ratio %.2f) in %.2f s: "
                "%.1f MiB/s\n",
@@ -946,13 +724,7 @@ done:
     if (s.fh != MPI_FILE_NULL) MPI_File_close(&s.fh);
     remove_tmp(); /* only if something failed */
     corpus_free(s.gen);
-    while (s.zpool) {
-        zfree *z = s.zpool;
-        s.zpool = z->next;
-        deflateEnd(&z->zs);
-        free(z);
-    }
-    pthread_mutex_destroy(&s.zlock);
+    engine_free(s.eng);
     free(s.out);
     knit_pool_destroy(pool, KNIT_DRAIN); /* before MPI_Finalize */
     return code;
@@ -968,6 +740,7 @@ int main(int argc, char **argv) {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    usage_init(prog, rank == 0); /* every rank parses the same arguments */
     if (provided < required)
         fail("MPI provides thread level %d, below MPI_THREAD_FUNNELED (%d) which this "
              "program needs: the main thread calls MPI while knit's worker threads run",

@@ -6,23 +6,31 @@
  *
  * The pipeline (knit_pipeline_*):
  *   input     (the thread in knit_pipeline_run) reads one block into an item:
- *             a header, the previous 32 KiB of input (the dictionary) and the
- *             block. It reads one block ahead, so it knows which is the last.
- *   stage 1   PARALLEL: raw deflate of the block, primed with the dictionary,
- *             ending with Z_SYNC_FLUSH (byte-aligned, not final) or, for the
- *             last block, Z_FINISH; plus the block's CRC-32. The item becomes
- *             a new buffer: a header and the deflate output.
- *   stage 2   SERIAL_IN_ORDER: fwrite, combine the CRC (crc32_combine),
+ *             a header, the previous 32 KiB of input (the dictionary; zlib
+ *             only) and the block. It reads one block ahead, so it knows
+ *             which is the last.
+ *   stage 1   PARALLEL: deflate of the block with the engine (engine.h) and
+ *             the block's CRC-32 with the engine's CRC code. zlib: raw
+ *             deflate primed with the dictionary, ending with a sync flush
+ *             (byte-aligned, not final) or, for the last block, the end of
+ *             the stream. libdeflate and ISA-L: a whole gzip member (header,
+ *             deflate, CRC-32, ISIZE). The item becomes a new buffer: a
+ *             header and that output.
+ *   stage 2   SERIAL_IN_ORDER: fwrite, combine the CRC (zlib: crc32_combine),
  *             count, draw the progress bar.
  * Items live in the pool's payload arena (knit_payload_alloc +
  * knit_payload_buf, moved between stages without copies); when the arena
  * is full the example falls back to malloc (knit_buf_malloced) rather than
  * wait, so the arena is an optimisation, never a limit.
  *
- * The output is one gzip member (RFC 1952) like pigz writes: a 10-byte
- * header (no name, mtime 0), the blocks' deflate data back to back (each
- * non-last block ends on a byte boundary with an empty stored block, so
- * the concatenation is one valid deflate stream), then CRC-32 and ISIZE.
+ * With zlib the output is one gzip member (RFC 1952) like pigz writes: a
+ * 10-byte header (no name, mtime 0), the blocks' deflate data back to back
+ * (each non-last block ends on a byte boundary with an empty stored block,
+ * so the concatenation is one valid deflate stream), then CRC-32 and ISIZE.
+ * libdeflate cannot prime a block with a dictionary nor end one without
+ * ending its stream, so with it (and with ISA-L, whose priming costs more
+ * speed than it saves bytes) each block is a member of its own; gzip,
+ * pigz, zlib's gzread and the verifier here read them as one file.
  * Files are written to "<output>.XXXXXX" and renamed at the end: a failure
  * (or ^C) never leaves a partial output behind.
  */
@@ -48,20 +56,12 @@
 
 #include <knit/knit.h>
 
-#include "corpus.h" /* the built-in corpus, shared with mpi_pgzip */
-
-#define KIB ((size_t)1024)
-#define MIB ((size_t)1024 * 1024)
-#define DICT_BYTES ((size_t)32768) /* deflate's window */
-#define MIN_BLOCK (16 * KIB)
-#define MAX_BLOCK (64 * MIB)
-#define DEFAULT_BLOCK MIB
-#define DEFAULT_CORPUS_MIB 256u
-#define MAX_CORPUS_MIB (1u << 20) /* 1 TiB */
+#include "corpus.h"    /* the built-in corpus, shared with mpi_pgzip */
+#include "engine.h"    /* zlib, libdeflate, ISA-L */
+#include "gzip_util.h" /* sizes, option parsing, the verifier */
 
 /* Exit codes: 0 done, 1 failure (I/O, compression, verification),
- * 2 usage (bad option or value, unknown discipline). */
-enum { EXIT_USAGE = 2 };
+ * 2 usage (bad option or value, unknown discipline or engine). */
 
 /* ------------------------------------------------------------------ */
 /* Small helpers                                                       */
@@ -74,22 +74,17 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double mib(uint64_t bytes) { return (double)bytes / (double)MIB; }
-
-static void put_le32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
-
 /* ^C, SIGTERM, SIGHUP: stop the pipeline and clean up instead of dying
  * with a temporary file behind. */
 static atomic_int interrupted; /* lock-free: fine in a handler, read by workers */
 
+/* relaxed, both sides: the word is the whole message (which signal), no
+ * other data is published with it, so there is nothing to order. */
 static void on_signal(int sig) {
     atomic_store_explicit(&interrupted, sig, memory_order_relaxed);
 }
+
+static int stopped(void) { return atomic_load_explicit(&interrupted, memory_order_relaxed); }
 
 /* Handlers on, and the signals blocked in the calling thread: call it
  * before the pool starts its workers, which inherit the mask, then
@@ -195,14 +190,10 @@ typedef struct source {
     const char *name;
 } source;
 
-typedef struct zfree {
-    z_stream zs;
-    struct zfree *next;
-} zfree;
-
 typedef struct job {
     knit_pool *pool;
-    int level;
+    engine_conf conf;
+    engine *eng; /* the compressors the workers share */
     size_t block;
     /* input stage */
     source *src;
@@ -212,10 +203,6 @@ typedef struct job {
     unsigned char tail[DICT_BYTES]; /* the last input bytes */
     size_t tail_len;
     uint64_t bytes_read;
-    /* compress stage: deflate streams to reuse */
-    pthread_mutex_t zlock;
-    zfree *zpool;
-    size_t zcount;
     /* arena vs malloc, counted by any stage */
     _Atomic uint64_t arena_items, malloc_items;
     _Atomic unsigned deflating, deflating_max; /* compress stages running */
@@ -223,27 +210,15 @@ typedef struct job {
     FILE *out;
     const char *out_name;
     uint64_t write_seq;   /* the seq the writer expects next */
-    uint32_t crc;
-    uint64_t in_total, out_total; /* out_total: the deflate data only */
+    uint32_t crc; /* zlib's single member: the CRC-32 of all input so far */
+    uint64_t in_total, out_total; /* out_total: what the blocks wrote */
     int saw_last;
     progress pg;
 } job;
 
 /* Memory for an item: the pool's arena if it has room, else malloc. */
-static knit_buf item_alloc(job *j, size_t len) {
-    void *p = knit_payload_alloc(j->pool, len);
-    if (p != NULL) {
-        knit_buf b = knit_payload_buf(j->pool, p, len);
-        if (b.data != NULL) {
-            atomic_fetch_add_explicit(&j->arena_items, 1, memory_order_relaxed);
-            return b;
-        }
-        knit_payload_free(j->pool, p);
-    }
-    p = malloc(len);
-    if (p == NULL) return (knit_buf){0};
-    atomic_fetch_add_explicit(&j->malloc_items, 1, memory_order_relaxed);
-    return knit_buf_malloced(p, len);
+static knit_buf job_alloc(job *j, size_t len) {
+    return item_alloc(j->pool, len, &j->arena_items, &j->malloc_items);
 }
 
 /* Reads up to n bytes (fewer only at the end). -1 with errno on failure. */
@@ -252,7 +227,7 @@ static ssize_t source_read(job *j, unsigned char *buf, size_t n) {
     if (s->fd < 0) return (ssize_t)corpus_fill(s->gen, buf, n);
     size_t got = 0;
     while (got < n) {
-        if (interrupted) {
+        if (stopped()) {
             errno = EINTR;
             return -1;
         }
@@ -271,7 +246,7 @@ static int read_block(job *j, knit_buf *out) {
     *out = (knit_buf){0};
     if (j->eof) return 0;
     size_t hdr = sizeof(in_item) + j->tail_len;
-    knit_buf b = item_alloc(j, hdr + j->block);
+    knit_buf b = job_alloc(j, hdr + j->block);
     if (b.data == NULL)
         return knit_error(KNIT_ENOMEM, "no memory for a %zu-byte block", j->block);
     unsigned char *data = (unsigned char *)b.data + hdr;
@@ -279,7 +254,7 @@ static int read_block(job *j, knit_buf *out) {
     if (n < 0) {
         int e = errno;
         knit_buf_free(&b);
-        if (interrupted) return knit_error(KNIT_ECANCELED, "interrupted");
+        if (stopped()) return knit_error(KNIT_ECANCELED, "interrupted");
         return knit_error(KNIT_EINVAL, "read %s: %s", j->src->name, strerror(e));
     }
     if (n == 0) {
@@ -293,18 +268,10 @@ static int read_block(job *j, knit_buf *out) {
                    .dict_len = (uint32_t)j->tail_len};
     memcpy(h + 1, j->tail, j->tail_len);
     b.len = hdr + (size_t)n;
-    /* Keep the last 32 KiB of all input so far (a block may be shorter). */
-    size_t un = (size_t)n;
-    if (un >= DICT_BYTES) {
-        memcpy(j->tail, data + un - DICT_BYTES, DICT_BYTES);
-        j->tail_len = DICT_BYTES;
-    } else {
-        size_t keep = j->tail_len + un > DICT_BYTES ? DICT_BYTES - un : j->tail_len;
-        memmove(j->tail, j->tail + j->tail_len - keep, keep);
-        memcpy(j->tail + keep, data, un);
-        j->tail_len = keep + un;
-    }
-    j->bytes_read += un;
+    /* Keep the last 32 KiB of all input so far: the next block's
+     * dictionary (zlib only; the other engines write a member per block). */
+    if (!j->conf.members) keep_tail(j->tail, &j->tail_len, data, (size_t)n);
+    j->bytes_read += (size_t)n;
     *out = b;
     return 0;
 }
@@ -313,7 +280,7 @@ static int read_block(job *j, knit_buf *out) {
  * ahead so that it can mark the last one. */
 static int input_fn(void *ctx, knit_buf *item) {
     job *j = ctx;
-    if (interrupted) return knit_error(KNIT_ECANCELED, "interrupted");
+    if (stopped()) return knit_error(KNIT_ECANCELED, "interrupted");
     if (!j->primed) {
         j->primed = 1;
         int rc = read_block(j, &j->ahead);
@@ -332,45 +299,6 @@ static int input_fn(void *ctx, knit_buf *item) {
     return 1;
 }
 
-static z_stream *zstream_get(job *j) {
-    pthread_mutex_lock(&j->zlock);
-    zfree *z = j->zpool;
-    if (z) j->zpool = z->next;
-    pthread_mutex_unlock(&j->zlock);
-    if (z) {
-        deflateReset(&z->zs);
-        return &z->zs;
-    }
-    z = calloc(1, sizeof *z);
-    if (z == NULL) return NULL;
-    /* windowBits -15: raw deflate, no zlib header or trailer. */
-    if (deflateInit2(&z->zs, j->level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-        free(z);
-        return NULL;
-    }
-    pthread_mutex_lock(&j->zlock);
-    j->zcount++;
-    pthread_mutex_unlock(&j->zlock);
-    return &z->zs;
-}
-
-static void zstream_put(job *j, z_stream *zs) {
-    zfree *z = (zfree *)zs; /* zs is the first member */
-    pthread_mutex_lock(&j->zlock);
-    z->next = j->zpool;
-    j->zpool = z;
-    pthread_mutex_unlock(&j->zlock);
-}
-
-static void zstreams_free(job *j) {
-    while (j->zpool) {
-        zfree *z = j->zpool;
-        j->zpool = z->next;
-        deflateEnd(&z->zs);
-        free(z);
-    }
-}
-
 static int deflate_block(job *j, uint64_t seq, knit_buf *item);
 
 /* Stage 1 (parallel): deflate one block. */
@@ -387,54 +315,50 @@ static int compress_stage(void *ctx, uint64_t seq, knit_buf *item) {
         return knit_error(KNIT_EINVAL, "compress: block %" PRIu64 " has %zu bytes, "
                           "expected %zu", seq, item->len,
                           sizeof(in_item) + h->dict_len + (size_t)h->len);
-    unsigned now = atomic_fetch_add(&j->deflating, 1) + 1;
-    unsigned seen = atomic_load(&j->deflating_max);
-    while (now > seen && !atomic_compare_exchange_weak(&j->deflating_max, &seen, now)) {
+    /* Statistics only (how many blocks deflate at once), read after the
+     * pipeline has finished: relaxed, nothing to order. */
+    unsigned now = atomic_fetch_add_explicit(&j->deflating, 1, memory_order_relaxed) + 1;
+    unsigned seen = atomic_load_explicit(&j->deflating_max, memory_order_relaxed);
+    while (now > seen &&
+           !atomic_compare_exchange_weak_explicit(&j->deflating_max, &seen, now,
+                                                  memory_order_relaxed, memory_order_relaxed)) {
     }
     int rc = deflate_block(j, seq, item);
-    atomic_fetch_sub(&j->deflating, 1);
+    atomic_fetch_sub_explicit(&j->deflating, 1, memory_order_relaxed);
     return rc;
 }
 
+/* The block as raw deflate (zlib: primed with the dictionary, ending with
+ * a sync flush unless it is the last), or as a whole gzip member (the
+ * other engines: header, deflate, CRC-32, ISIZE). */
 static int deflate_block(job *j, uint64_t seq, knit_buf *item) {
     const in_item *h = item->data;
     const unsigned char *dict = (const unsigned char *)(h + 1);
     const unsigned char *data = dict + h->dict_len;
-    z_stream *zs = zstream_get(j);
-    if (zs == NULL) return knit_error(KNIT_ENOMEM, "compress: no memory for zlib");
-    /* deflateBound, plus the sync flush's empty stored block and slack. */
-    size_t cap = deflateBound(zs, h->len) + 64;
-    knit_buf out = item_alloc(j, sizeof(out_item) + cap);
-    if (out.data == NULL) {
-        zstream_put(j, zs);
+    size_t wrap = j->conf.members ? 10 + 8 : 0;
+    size_t cap = engine_bound(&j->conf, h->len);
+    knit_buf out = job_alloc(j, sizeof(out_item) + wrap + cap);
+    if (out.data == NULL)
         return knit_error(KNIT_ENOMEM, "compress: no memory for %zu bytes", cap);
-    }
-    int rc = Z_OK;
-    if (h->dict_len > 0 && j->level > 0)
-        rc = deflateSetDictionary(zs, dict, h->dict_len);
     unsigned char *dst = (unsigned char *)out.data + sizeof(out_item);
-    if (rc == Z_OK) {
-        zs->next_in = (unsigned char *)data;
-        zs->avail_in = h->len;
-        zs->next_out = dst;
-        zs->avail_out = (uInt)cap;
-        rc = deflate(zs, h->last ? Z_FINISH : Z_SYNC_FLUSH);
-    }
-    int ok = h->last ? rc == Z_STREAM_END
-                     : rc == Z_OK && zs->avail_in == 0 && zs->avail_out > 0;
-    if (!ok) {
-        const char *msg = zs->msg ? zs->msg : zError(rc);
-        zstream_put(j, zs);
+    size_t n = 0;
+    char err[200];
+    if (engine_deflate(j->eng, dict, h->dict_len, data, h->len, h->last || j->conf.members,
+                       dst + (wrap ? 10 : 0), cap, &n, err, sizeof err) != 0) {
         knit_buf_free(&out);
-        return knit_error(KNIT_EINVAL, "deflate of block %" PRIu64 " failed: %s (%d)",
-                          seq, msg, rc);
+        return knit_error(KNIT_EINVAL, "deflate of block %" PRIu64 " failed: %s", seq, err);
+    }
+    uint32_t crc = engine_crc32(j->eng, 0, data, h->len);
+    if (wrap) {
+        gzip_header(dst, engine_xfl(&j->conf));
+        put_le32(dst + 10 + n, crc);
+        put_le32(dst + 10 + n + 4, h->len); /* ISIZE */
+        n += wrap;
     }
     out_item *oh = out.data;
-    *oh = (out_item){.seq = h->seq, .in_len = h->len,
-                     .out_len = (uint32_t)(cap - zs->avail_out),
-                     .crc = (uint32_t)crc32_z(0, data, h->len), .last = h->last};
-    zstream_put(j, zs);
-    out.len = sizeof(out_item) + oh->out_len;
+    *oh = (out_item){.seq = h->seq, .in_len = h->len, .out_len = (uint32_t)n, .crc = crc,
+                     .last = h->last};
+    out.len = sizeof(out_item) + n;
     knit_buf_free(item); /* the input block is done with */
     *item = out;
     return 0;
@@ -451,10 +375,11 @@ static int write_stage(void *ctx, uint64_t seq, knit_buf *item) {
                           "write: got block %" PRIu64 " (stage seq %" PRIu64
                           ") where block %" PRIu64 " was due",
                           h->seq, seq, j->write_seq);
-    if (interrupted) return knit_error(KNIT_ECANCELED, "interrupted");
+    if (stopped()) return knit_error(KNIT_ECANCELED, "interrupted");
     if (fwrite(h + 1, 1, h->out_len, j->out) != h->out_len)
         return knit_error(KNIT_EINVAL, "write %s: %s", j->out_name, strerror(errno));
-    j->crc = (uint32_t)crc32_combine(j->crc, h->crc, (z_off_t)h->in_len);
+    if (!j->conf.members) /* one member: its CRC spans every block */
+        j->crc = (uint32_t)crc32_combine(j->crc, h->crc, (z_off_t)h->in_len);
     j->in_total += h->in_len;
     j->out_total += h->out_len;
     j->write_seq++;
@@ -470,49 +395,32 @@ typedef struct result {
     knit_pipeline_stats pst;
 } result;
 
-/* Compresses j->src to j->out as one gzip member. 0, or -1 after printing
- * why. */
+/* Compresses j->src to j->out: one gzip member (zlib), or one per block
+ * (the other engines; compress_stage writes each whole). 0, or -1 after
+ * printing why. */
 static int compress_stream(job *j, result *res) {
     static const unsigned char empty_final[2] = {0x03, 0x00};
     knit_pool_stats_t ps = {.size = sizeof ps};
     knit_pool_stats(j->pool, &ps);
     unsigned threads = ps.threads ? ps.threads : 1;
 
-    /* The gzip header: magic, deflate, no flags, mtime 0, XFL, OS = Unix. */
-    unsigned char hdr[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
-    hdr[8] = j->level == 9 ? 2 : j->level == 1 ? 4 : 0;
+    unsigned char hdr[10];
+    gzip_header(hdr, engine_xfl(&j->conf));
     double t0 = now_s();
     j->pg.start = j->pg.last = t0;
-    if (fwrite(hdr, 1, sizeof hdr, j->out) != sizeof hdr) {
+    size_t head = j->conf.members ? 0 : sizeof hdr; /* written before the blocks */
+    if (fwrite(hdr, 1, head, j->out) != head) {
         fprintf(stderr, "%s: write %s: %s\n", prog, j->out_name, strerror(errno));
         return -1;
     }
 
-    knit_stage stages[2] = {
-        {KNIT_STAGE_PARALLEL, compress_stage, j},
-        {KNIT_STAGE_SERIAL_IN_ORDER, write_stage, j},
-    };
-    knit_pipeline_options po = KNIT_PIPELINE_OPTIONS_INIT;
-    po.input = input_fn;
-    po.input_ctx = j;
-    po.stages = stages;
-    po.nstages = 2;
-    po.max_in_flight = 2 * (size_t)threads + 2;
-    knit_pipeline *pl;
-    int rc = knit_pipeline_create(j->pool, &po, &pl);
-    if (rc != 0) {
-        fprintf(stderr, "%s: %s\n", prog, knit_last_error());
-        return -1;
-    }
-    rc = knit_pipeline_run(pl);
     char why[512];
-    snprintf(why, sizeof why, "%s", rc != 0 ? knit_last_error() : "");
-    knit_pipeline_stats_get(pl, &res->pst);
-    knit_pipeline_destroy(pl);
+    int rc = run_blocks(j->pool, threads, input_fn, compress_stage, write_stage, j, &res->pst,
+                        why, sizeof why);
     knit_buf_free(&j->ahead); /* read ahead before a stop */
     if (rc != 0) {
         progress_abort(&j->pg);
-        if (interrupted)
+        if (stopped())
             fprintf(stderr, "%s: interrupted\n", prog);
         else
             fprintf(stderr, "%s: %s\n", prog, why);
@@ -530,23 +438,27 @@ static int compress_stream(job *j, result *res) {
                 res->pst.items, res->pst.completed);
         return -1;
     }
-    /* Empty input: no block carried the final bit; add an empty final one. */
+    /* The single member's trailer. Empty input, any engine: one member
+     * whose deflate stream is an empty final block. */
     unsigned char trailer[8];
     put_le32(trailer, j->crc);
     put_le32(trailer + 4, (uint32_t)j->in_total); /* ISIZE: mod 2^32 */
     size_t extra = 0;
     if (j->next_seq == 0) {
-        extra = sizeof empty_final;
-        if (fwrite(empty_final, 1, sizeof empty_final, j->out) != sizeof empty_final)
+        if (fwrite(hdr, 1, sizeof hdr - head, j->out) != sizeof hdr - head ||
+            fwrite(empty_final, 1, sizeof empty_final, j->out) != sizeof empty_final)
             goto write_failed;
+        extra = sizeof hdr - head + sizeof empty_final;
     }
-    if (fwrite(trailer, 1, sizeof trailer, j->out) != sizeof trailer ||
-        fflush(j->out) != 0)
-        goto write_failed;
+    if (j->next_seq == 0 || !j->conf.members) {
+        if (fwrite(trailer, 1, sizeof trailer, j->out) != sizeof trailer) goto write_failed;
+        extra += sizeof trailer;
+    }
+    if (fflush(j->out) != 0) goto write_failed;
     progress_draw(&j->pg, j->in_total, 1);
     res->seconds = now_s() - t0;
     res->in_bytes = j->in_total;
-    res->out_bytes = sizeof hdr + j->out_total + extra + sizeof trailer;
+    res->out_bytes = head + j->out_total + extra;
     return 0;
 write_failed:
     progress_abort(&j->pg);
@@ -558,13 +470,10 @@ write_failed:
 /* Options                                                             */
 
 typedef struct options {
-    unsigned threads; /* 0: one per CPU */
-    const char *sched;
-    int level;
-    size_t block;
+    common_options c; /* --threads (0: one per CPU), --sched, --level, --block,
+                         --corpus-mib */
+    engine_conf conf; /* --engine, --level, --fast */
     int quiet;
-    int corpus_given;
-    unsigned corpus_mib;
     const char *corpus_out;
     const char *timeline; /* --timeline FILE: the pool's timeline */
     const char *in, *out;
@@ -574,18 +483,22 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: %s [options] [input [output]]\n"
             "Compresses input (\"-\": stdin) to output (\"-\": stdout; default:\n"
-            "input.gz, or stdout for stdin) as one gzip stream, deflating blocks in\n"
+            "input.gz, or stdout for stdin) as gzip, deflating blocks in\n"
             "parallel on a knit pipeline. With no input it compresses a built-in\n"
             "text corpus to a temporary file, verifies the round trip with zlib\n"
             "and prints the throughput and pool statistics.\n"
-            "\n"
-            "  --threads N       workers (default: one per CPU; at most %u)\n"
-            "  --sched NAME      claim discipline (ticket, dekker, single, ...;\n"
-            "                    default: $KNIT_SCHED, else ticket)\n"
-            "  --level 0-9       compression level (default 6)\n"
-            "  --block SIZE      block size with K or M suffix, 16K..64M (default 1M)\n"
+            "\n",
+            prog);
+    usage_common(f, "one per CPU");
+    fprintf(f,
+            "  --level 0-9       compression level on pigz's scale: the output is no\n"
+            "                    larger than pigz -N's (default 6)\n"
+            "  --engine NAME     zlib (one gzip member, like pigz), libdeflate or\n"
+            "                    isal (one member per block); default: the fastest\n"
+            "                    that matches pigz's ratio at the level: isal at 1,\n"
+            "                    libdeflate otherwise. isal matches pigz up to -2.\n"
+            "  --fast            isal's fastest level (no ratio promise)\n"
             "  --quiet, -q       no progress bar\n"
-            "  --corpus-mib N    built-in corpus size in MiB (default %u)\n"
             "  --corpus-out FILE write the built-in corpus, uncompressed, and exit\n"
             "                    (to compare with other compressors)\n"
             "  --timeline FILE   write what every worker did as a Chrome Trace\n"
@@ -593,100 +506,55 @@ static void usage(FILE *f) {
             "                    //tools:timeline -- FILE --png chart.png)\n"
             "  --help, -h        this text\n"
             "\n"
-            "Exit status: 0 done, 1 failure, 2 bad usage.\n",
-            prog, KNIT_MAX_THREADS, DEFAULT_CORPUS_MIB);
+            "Exit status: 0 done, 1 failure, 2 bad usage.\n");
 }
 
-static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad_usage(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry '%s --help'.\n", prog);
-    return -1;
-}
-
-/* A decimal number with nothing else; 0 and *out on success. */
-static int parse_u64(const char *s, uint64_t *out, char **end) {
-    if (s == NULL || *s < '0' || *s > '9') return -1;
-    errno = 0;
-    unsigned long long v = strtoull(s, end, 10);
-    if (errno != 0) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_uint(const char *opt, const char *s, uint64_t lo, uint64_t hi,
-                      uint64_t *out) {
-    char *end;
-    if (parse_u64(s, out, &end) != 0 || *end != '\0')
-        return bad_usage("%s: '%s' is not a number", opt, s);
-    if (*out < lo || *out > hi)
-        return bad_usage("%s %s is out of range (%" PRIu64 "..%" PRIu64 ")", opt, s, lo,
-                         hi);
-    return 0;
-}
-
-/* 65536, 64K, 64k, 64KiB, 1M, 1MiB, 1MB. */
-static int parse_size(const char *s, size_t *out) {
-    uint64_t v;
-    char *end;
-    if (parse_u64(s, &v, &end) != 0)
-        return bad_usage("--block: '%s' is not a size (like 65536, 64K or 1M)", s);
-    uint64_t mul = 1;
-    if (*end == 'k' || *end == 'K') mul = KIB, end++;
-    else if (*end == 'm' || *end == 'M') mul = MIB, end++;
-    if (mul != 1 && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)) end += strlen(end);
-    if (*end != '\0')
-        return bad_usage("--block: '%s' is not a size (like 65536, 64K or 1M)", s);
-    if (v > MAX_BLOCK || v * mul > MAX_BLOCK || v * mul < MIN_BLOCK)
-        return bad_usage("--block %s is out of range: at least 16K (16384), at most 64M",
-                         s);
-    *out = (size_t)(v * mul);
+/* --engine, --level and --fast into o->conf: 0, or -1 (reported). */
+static int parse_engine(const char *name, int fast, options *o) {
+    engine_kind kind = engine_default(o->c.level);
+    if (name != NULL && engine_parse(name, &kind) != 0)
+        return bad_usage("--engine: unknown engine '%s' (valid: %s)", name, ENGINE_NAMES);
+    if (fast) {
+        if (o->c.level_given) return bad_usage("--fast and --level exclude each other");
+        if (name != NULL && kind != ENGINE_ISAL)
+            return bad_usage("--fast is isal's fastest level; it takes no --engine %s", name);
+        engine_configure_fast(&o->conf);
+        return 0;
+    }
+    char why[200];
+    if (engine_configure(kind, o->c.level, &o->conf, why, sizeof why) != 0)
+        return bad_usage("--engine %s --level %d: %s", engine_name(kind), o->c.level, why);
     return 0;
 }
 
 /* 0, 1 (--help: exit 0) or -1 (bad usage, reported). */
 static int parse_options(int argc, char **argv, options *o) {
-    enum { O_THREADS = 256, O_SCHED, O_LEVEL, O_BLOCK, O_CORPUS, O_CORPUS_OUT, O_TIMELINE };
+    enum { O_ENGINE = OPT_OWN, O_FAST, O_CORPUS_OUT, O_TIMELINE };
     static const struct option longs[] = {
-        {"threads", required_argument, NULL, O_THREADS},
-        {"sched", required_argument, NULL, O_SCHED},
-        {"level", required_argument, NULL, O_LEVEL},
-        {"block", required_argument, NULL, O_BLOCK},
+        COMMON_LONG_OPTIONS,
+        {"engine", required_argument, NULL, O_ENGINE},
+        {"fast", no_argument, NULL, O_FAST},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
-        {"corpus-mib", required_argument, NULL, O_CORPUS},
         {"corpus-out", required_argument, NULL, O_CORPUS_OUT},
         {"timeline", required_argument, NULL, O_TIMELINE},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.level = 6, .block = DEFAULT_BLOCK, .corpus_mib = DEFAULT_CORPUS_MIB};
+    *o = (options){0};
+    common_defaults(&o->c);
     opterr = 0;
-    int c;
-    uint64_t v;
+    int c, fast = 0;
+    const char *engine_arg = NULL;
     while ((c = getopt_long(argc, argv, ":qh", longs, NULL)) != -1) {
+        int common = parse_common(c, optarg, &o->c);
+        if (common < 0) return -1;
+        if (common > 0) continue;
         switch (c) {
-        case O_THREADS:
-            if (parse_uint("--threads", optarg, 1, KNIT_MAX_THREADS, &v) != 0) return -1;
-            o->threads = (unsigned)v;
+        case O_ENGINE:
+            engine_arg = optarg;
             break;
-        case O_SCHED:
-            o->sched = optarg;
-            break;
-        case O_LEVEL:
-            if (parse_uint("--level", optarg, 0, 9, &v) != 0) return -1;
-            o->level = (int)v;
-            break;
-        case O_BLOCK:
-            if (parse_size(optarg, &o->block) != 0) return -1;
-            break;
-        case O_CORPUS:
-            if (parse_uint("--corpus-mib", optarg, 0, MAX_CORPUS_MIB, &v) != 0) return -1;
-            o->corpus_mib = (unsigned)v;
-            o->corpus_given = 1;
+        case O_FAST:
+            fast = 1;
             break;
         case O_CORPUS_OUT:
             o->corpus_out = optarg;
@@ -711,12 +579,12 @@ static int parse_options(int argc, char **argv, options *o) {
     if (rest > 2) return bad_usage("too many arguments ('%s' ...)", argv[optind + 2]);
     if (rest >= 1) o->in = argv[optind];
     if (rest == 2) o->out = argv[optind + 1];
-    if (o->in != NULL && o->corpus_given)
+    if (o->in != NULL && o->c.corpus_given)
         return bad_usage("--corpus-mib applies only without an input file");
     if (o->in != NULL && o->corpus_out != NULL)
         return bad_usage("--corpus-out takes no input file");
     if ((o->in && !*o->in) || (o->out && !*o->out)) return bad_usage("empty file name");
-    return 0;
+    return parse_engine(engine_arg, fast, o);
 }
 
 /* A pool sized for the job: the arena holds every item in flight (input
@@ -725,25 +593,20 @@ static int parse_options(int argc, char **argv, options *o) {
  * knit_payload_alloc (the example then uses malloc) instead of a wait. */
 static int make_pool(const options *o, knit_pool **pool) {
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
-    po.threads = o->threads;
-    po.sched = o->sched;
+    po.threads = o->c.threads;
+    po.sched = o->c.sched;
     po.timeline = o->timeline; /* NULL: $KNIT_TIMELINE, else none */
     po.backpressure = KNIT_FAIL;
-    unsigned threads = o->threads;
+    unsigned threads = o->c.threads;
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (unsigned)n : 1;
     }
-    uint64_t item = sizeof(in_item) + DICT_BYTES + o->block;
-    uint64_t bound = o->block + o->block / 1024 + 4096 + sizeof(out_item);
+    uint64_t item = sizeof(in_item) + DICT_BYTES + o->c.block;
+    uint64_t bound = sizeof(out_item) + 18 + engine_bound(&o->conf, o->c.block);
     if (bound > item) item = bound;
-    uint64_t slots = 2 * (2 * (uint64_t)threads + 2) + 4;
-    uint64_t arena = slots * (item + item / 4);
-    if (arena < 64 * MIB) arena = 64 * MIB;
-    if (arena > 4096 * (uint64_t)MIB) arena = 4096 * (uint64_t)MIB;
-    arena = (arena + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
-    po.arena_bytes = (size_t)arena;
-    po.max_payload = (size_t)arena;
+    po.arena_bytes = arena_bytes(threads, item);
+    po.max_payload = po.arena_bytes;
     int rc = knit_pool_create(&po, pool);
     if (rc != 0) {
         fprintf(stderr, "%s: %s\n", prog, knit_last_error());
@@ -752,25 +615,31 @@ static int make_pool(const options *o, knit_pool **pool) {
     return 0;
 }
 
-static void job_init(job *j, const options *o, knit_pool *pool, source *src, FILE *out,
-                     const char *out_name, uint64_t total, const char *what) {
+/* 0, or -1 if out of memory (reported). */
+static int job_init(job *j, const options *o, knit_pool *pool, source *src, FILE *out,
+                    const char *out_name, uint64_t total, const char *what) {
     memset(j, 0, sizeof *j);
     j->pool = pool;
-    j->level = o->level;
-    j->block = o->block;
+    j->conf = o->conf;
+    j->eng = engine_new(&o->conf);
+    j->block = o->c.block;
     j->src = src;
     j->out = out;
     j->out_name = out_name;
-    pthread_mutex_init(&j->zlock, NULL);
     j->pg.on = !o->quiet && isatty(2);
     j->pg.what = what;
     j->pg.total = total;
+    if (j->eng == NULL) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return -1;
+    }
+    return 0;
 }
 
 static void job_fini(job *j) {
     knit_buf_free(&j->ahead);
-    zstreams_free(j);
-    pthread_mutex_destroy(&j->zlock);
+    engine_free(j->eng);
+    j->eng = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -853,10 +722,10 @@ static int compress_file(const options *o, knit_pool *pool) {
 
     source src = {.fd = fd, .name = from_stdin ? "(stdin)" : o->in};
     job j;
-    job_init(&j, o, pool, &src, out, shown_out, total, "compressing");
     result res;
     memset(&res, 0, sizeof res);
-    int rc = compress_stream(&j, &res);
+    int rc = job_init(&j, o, pool, &src, out, shown_out, total, "compressing");
+    if (rc == 0) rc = compress_stream(&j, &res);
     job_fini(&j);
     if (rc != 0) goto done;
 
@@ -906,94 +775,40 @@ done:
 /* ------------------------------------------------------------------ */
 /* Corpus mode: the README's main command                              */
 
-/* Inflates the gzip file and compares it with a regenerated corpus, a
- * chunk at a time. 1 if they match. */
-static int verify(FILE *f, uint64_t expect_bytes, const options *o, double *secs) {
-    const size_t chunk = 256 * KIB;
-    unsigned char *in = malloc(chunk), *got = malloc(chunk), *want = malloc(chunk);
+static size_t corpus_want(void *ctx, unsigned char *buf, size_t n) {
+    return corpus_fill(ctx, buf, n);
+}
+
+static void verify_progress(void *ctx, uint64_t done) { progress_draw(ctx, done, 0); }
+
+/* Inflates the gzip file (one member or many) and compares it with a
+ * regenerated corpus, a chunk at a time. 1 if they match. */
+static int verify(FILE *f, uint64_t expect_bytes, const options *o, double *secs,
+                  unsigned *members) {
     corpus *gen = corpus_new(0, expect_bytes);
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    int zinit = 0;
-    char err[256] = "";
+    char err[300] = "";
     double t0 = now_s();
     progress pg = {.on = !o->quiet && isatty(2), .what = "verifying",
                    .total = expect_bytes, .start = t0, .last = t0};
-    uint64_t done = 0;
-    if (!in || !got || !want || !gen) {
+    *members = 0;
+    if (gen == NULL)
         snprintf(err, sizeof err, "out of memory");
-        goto out;
-    }
-    /* windowBits 31: a gzip wrapper; inflate checks the CRC and ISIZE. */
-    if (inflateInit2(&zs, 31) != Z_OK) {
-        snprintf(err, sizeof err, "inflateInit2 failed");
-        goto out;
-    }
-    zinit = 1;
-    if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0) {
+    else if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0)
         snprintf(err, sizeof err, "rewind: %s", strerror(errno));
-        goto out;
-    }
-    for (int rc = Z_OK; rc != Z_STREAM_END;) {
-        if (zs.avail_in == 0) {
-            size_t n = fread(in, 1, chunk, f);
-            if (n == 0) {
-                snprintf(err, sizeof err, "the gzip stream is truncated%s",
-                         ferror(f) ? " (read error)" : "");
-                goto out;
-            }
-            zs.next_in = in;
-            zs.avail_in = (uInt)n;
-        }
-        zs.next_out = got;
-        zs.avail_out = (uInt)chunk;
-        rc = inflate(&zs, Z_NO_FLUSH);
-        if (rc != Z_OK && rc != Z_STREAM_END) {
-            snprintf(err, sizeof err, "inflate: %s", zs.msg ? zs.msg : zError(rc));
-            goto out;
-        }
-        size_t n = chunk - zs.avail_out;
-        if (corpus_fill(gen, want, n) != n) {
-            snprintf(err, sizeof err, "more than the %" PRIu64 " bytes compressed",
-                     expect_bytes);
-            goto out;
-        }
-        if (memcmp(got, want, n) != 0) {
-            size_t i = 0;
-            while (got[i] == want[i]) i++;
-            snprintf(err, sizeof err, "byte %" PRIu64 " differs from the corpus",
-                     done + i);
-            goto out;
-        }
-        done += n;
-        progress_draw(&pg, done, 0);
-    }
-    if (zs.avail_in != 0 || fread(in, 1, 1, f) != 0) {
-        snprintf(err, sizeof err, "data after the gzip stream");
-        goto out;
-    }
-    if (done != expect_bytes) {
-        snprintf(err, sizeof err, "%" PRIu64 " bytes back, expected %" PRIu64, done,
-                 expect_bytes);
-        goto out;
-    }
-    progress_draw(&pg, done, 1);
-out:
+    else if (gz_verify(f, "the output", expect_bytes, corpus_want, gen, verify_progress, &pg,
+                       members, err, sizeof err) == 0)
+        progress_draw(&pg, expect_bytes, 1);
     if (err[0]) {
         progress_abort(&pg);
         fprintf(stderr, "%s: verify: %s\n", prog, err);
     }
     *secs = now_s() - t0;
-    if (zinit) inflateEnd(&zs);
-    free(in);
-    free(got);
-    free(want);
     corpus_free(gen);
     return err[0] == '\0';
 }
 
 static int write_corpus(const options *o) {
-    uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    uint64_t total = (uint64_t)o->c.corpus_mib * MIB;
     corpus *gen = corpus_new(0, total);
     unsigned char *buf = malloc(MIB);
     FILE *f = strcmp(o->corpus_out, "-") == 0 ? stdout : fopen(o->corpus_out, "wb");
@@ -1023,7 +838,7 @@ static int write_corpus(const options *o) {
 }
 
 static int run_corpus(const options *o, knit_pool *pool) {
-    uint64_t total = (uint64_t)o->corpus_mib * MIB;
+    uint64_t total = (uint64_t)o->c.corpus_mib * MIB;
     const char *dir = getenv("TMPDIR");
     if (dir == NULL || *dir == '\0') dir = "/tmp";
     char *tmp_name = NULL;
@@ -1059,13 +874,16 @@ static int run_corpus(const options *o, knit_pool *pool) {
     }
     source src = {.fd = -1, .gen = gen, .name = "the corpus"};
     job j;
-    job_init(&j, o, pool, &src, out, tmp_name, total, "compressing");
     result res;
     memset(&res, 0, sizeof res);
-    int rc = compress_stream(&j, &res);
-    uint64_t arena_items = j.arena_items, malloc_items = j.malloc_items;
-    size_t zstreams = j.zcount;
-    unsigned deflating_max = j.deflating_max;
+    int rc = job_init(&j, o, pool, &src, out, tmp_name, total, "compressing");
+    if (rc == 0) rc = compress_stream(&j, &res);
+    /* After the pipeline: every stage has finished (knit_pipeline_run
+     * returned), so relaxed loads see the final counts. */
+    uint64_t arena_items = atomic_load_explicit(&j.arena_items, memory_order_relaxed);
+    uint64_t malloc_items = atomic_load_explicit(&j.malloc_items, memory_order_relaxed);
+    unsigned deflating_max = atomic_load_explicit(&j.deflating_max, memory_order_relaxed);
+    size_t compressors = j.eng ? engine_compressors(j.eng) : 0;
     job_fini(&j);
     corpus_free(gen);
 
@@ -1073,7 +891,8 @@ static int run_corpus(const options *o, knit_pool *pool) {
     knit_pool_stats(pool, &ps);
     int verified = 0;
     double vsecs = 0;
-    if (rc == 0) verified = verify(out, total, o, &vsecs);
+    unsigned members = 0;
+    if (rc == 0) verified = verify(out, total, o, &vsecs, &members);
     fclose(out);
     free(tmp_name);
     if (rc != 0) return 1;
@@ -1084,9 +903,15 @@ static int run_corpus(const options *o, knit_pool *pool) {
            prog, mib(res.in_bytes), mib(res.out_bytes),
            res.out_bytes ? (double)res.in_bytes / (double)res.out_bytes : 0.0,
            res.seconds, rate);
-    printf("%s: %u threads, discipline %s, level %d, %zu KiB blocks, "
-           "%zu deflate streams\n",
-           prog, ps.threads, ps.sched, o->level, o->block / KIB, zstreams);
+    char level[32];
+    if (o->conf.fast)
+        snprintf(level, sizeof level, "--fast");
+    else
+        snprintf(level, sizeof level, "level %d", o->conf.level);
+    printf("%s: %u threads, discipline %s, engine %s (its level %d), %s, %zu KiB blocks, "
+           "%zu compressors\n",
+           prog, ps.threads, ps.sched, engine_name(o->conf.kind), o->conf.native, level,
+           o->c.block / KIB, compressors);
     printf("%s: pipeline: %" PRIu64 " blocks, %" PRIu64 " completed, at most %" PRIu64
            " in flight, at most %u deflating at once\n",
            prog, res.pst.items, res.pst.completed, res.pst.max_in_flight, deflating_max);
@@ -1097,7 +922,8 @@ static int run_corpus(const options *o, knit_pool *pool) {
            " items in the arena, %" PRIu64 " malloc'ed\n",
            prog, mib(ps.arena_high), mib(ps.arena_cap), arena_items, malloc_items);
     if (verified)
-        printf("%s: round trip through zlib inflate in %.2f s: verified\n", prog, vsecs);
+        printf("%s: round trip through zlib inflate (%u gzip member%s) in %.2f s: verified\n",
+               prog, members, members == 1 ? "" : "s", vsecs);
     else
         printf("%s: round trip through zlib inflate: FAILED\n", prog);
     return verified ? 0 : 1;
@@ -1105,6 +931,7 @@ static int run_corpus(const options *o, knit_pool *pool) {
 
 int main(int argc, char **argv) {
     options o;
+    usage_init(prog, 1);
     int rc = parse_options(argc, argv, &o);
     if (rc != 0) return rc > 0 ? 0 : EXIT_USAGE;
     if (o.corpus_out != NULL) return write_corpus(&o);
@@ -1118,8 +945,8 @@ int main(int argc, char **argv) {
     knit_pool_destroy(pool, KNIT_DRAIN); /* writes the timeline, if any */
     if (o.timeline != NULL && !o.quiet)
         fprintf(stderr, "%s: timeline written to %s\n", prog, o.timeline);
-    if (interrupted) { /* cleaned up: now die of the signal, as expected */
-        int sig = atomic_load(&interrupted);
+    if (stopped()) { /* cleaned up: now die of the signal, as expected */
+        int sig = stopped();
         signal(sig, SIG_DFL);
         raise(sig);
     }

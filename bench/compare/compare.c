@@ -17,6 +17,14 @@
  * workload binaries write it at pool destroy, after their timed part,
  * pgzip within its time). The other variants run with KNIT_TIMELINE
  * unset, so "ticket" against "ticket+tl" is the cost of recording.
+ *
+ * pgzip's engines (issue 19): the "pgzip" row runs pgzip with zlib, pigz's
+ * own engine, under every discipline, against pigz -6; "pgzip-libdeflate"
+ * (--level 6, pgzip's default there) and "pgzip-isal" (--fast) run under
+ * the first discipline only and are compared with the same pigz run. Each
+ * pgzip row prints the compression ratio (input / output) beside the
+ * MiB/s, and a target line says whether the output is no larger than
+ * pigz's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -59,28 +67,31 @@ typedef struct workload {
     const char *row;
     const char *runtimes[6];
     const char *shows[2]; /* result rows it prints (NULL: just `row`) */
+    int first_variant;    /* knit runs under its first discipline only */
 } workload;
 
 static const workload WORKLOADS[] = {
-    {"rtt", {"knit", "tbb", "glib", "uv"}, {NULL}},
-    {"throughput-1", {"knit", "tbb", "omp", "glib", "uv"}, {NULL}},
-    {"throughput-4", {"knit", "tbb", "glib"}, {NULL}},
-    {"fib", {"knit", "tbb", "omp", "serial"}, {"fib", "fib-task"}},
-    {"skynet", {"knit", "tbb", "omp", "serial"}, {NULL}},
-    {"pipeline", {"knit", "tbb"}, {NULL}},
-    {"reduce", {"knit", "tbb", "omp", "serial"}, {NULL}},
-    {"pgzip", {"knit", "pigz"}, {NULL}},
-    {"idle", {"knit", "tbb", "glib"}, {NULL}},
-    {"wake", {"knit", "tbb", "glib"}, {NULL}},
-    {"floor", {"machine"}, {"floor-line", "floor-futex"}},
+    {"rtt", {"knit", "tbb", "glib", "uv"}, {NULL}, 0},
+    {"throughput-1", {"knit", "tbb", "omp", "glib", "uv"}, {NULL}, 0},
+    {"throughput-4", {"knit", "tbb", "glib"}, {NULL}, 0},
+    {"fib", {"knit", "tbb", "omp", "serial"}, {"fib", "fib-task"}, 0},
+    {"skynet", {"knit", "tbb", "omp", "serial"}, {NULL}, 0},
+    {"pipeline", {"knit", "tbb"}, {NULL}, 0},
+    {"reduce", {"knit", "tbb", "omp", "serial"}, {NULL}, 0},
+    {"pgzip", {"knit", "pigz"}, {NULL}, 0},
+    {"pgzip-libdeflate", {"knit"}, {NULL}, 1},
+    {"pgzip-isal", {"knit"}, {NULL}, 1},
+    {"idle", {"knit", "tbb", "glib"}, {NULL}, 0},
+    {"wake", {"knit", "tbb", "glib"}, {NULL}, 0},
+    {"floor", {"machine"}, {"floor-line", "floor-futex"}, 0},
 };
 #define NWORKLOADS (sizeof WORKLOADS / sizeof WORKLOADS[0])
 
 /* Display order of the result rows. */
 static const char *const ROW_ORDER[] = {
     "rtt",      "throughput-1", "throughput-4", "fib",        "fib-task",
-    "skynet",   "pipeline",     "reduce",       "pgzip",      "idle",
-    "wake",     "floor-line",   "floor-futex",
+    "skynet",   "pipeline",     "reduce",       "pgzip",      "pgzip-libdeflate",
+    "pgzip-isal", "idle",       "wake",         "floor-line", "floor-futex",
 };
 #define NROW_ORDER (sizeof ROW_ORDER / sizeof ROW_ORDER[0])
 
@@ -103,6 +114,12 @@ static const char *binary_of(const char *runtime) {
     return name;
 }
 
+/* The row whose peers a row's knit results are compared with: the pgzip
+ * engine rows share the "pgzip" row's pigz run. */
+static const char *peer_row(const char *row) {
+    return strncmp(row, "pgzip-", 6) == 0 ? "pgzip" : row;
+}
+
 /* ------------------------------------------------------------------ */
 /* Results                                                             */
 
@@ -112,6 +129,8 @@ typedef struct series {
     unsigned n;
     int failed;
     char note[200];
+    double cratio;    /* pgzip rows: compression ratio (input / output), 0: none */
+    uint64_t out_len; /* pgzip rows: bytes of output */
     /* computed */
     double med, min, max;
     int has_ratio;
@@ -220,8 +239,8 @@ static void usage(FILE *f) {
             "  --threads N      worker threads for every runtime (default 2)\n"
             "  --reps R         repetitions per row and runtime (default 5; quick 3)\n"
             "  --rows LIST      only these rows (comma-separated): rtt,throughput-1,\n"
-            "                   throughput-4,fib,skynet,pipeline,reduce,pgzip,idle,wake,\n"
-            "                   floor\n"
+            "                   throughput-4,fib,skynet,pipeline,reduce,pgzip,\n"
+            "                   pgzip-libdeflate,pgzip-isal,idle,wake,floor\n"
             "  --runtimes LIST  only these runtimes: knit,tbb,omp,glib,uv,pigz,serial,machine\n"
             "  --verbose        show the workloads' INFO lines\n"
             "  --no-timeline    skip the ticket+tl variant (ticket with the timeline\n"
@@ -539,7 +558,7 @@ static void run_workload(const workload *w, const char *runtime, const char *var
                          int index, int total) {
     char bin[PATH_MAX + 64], threads[16], reps[16];
     job j = {.row = w->row, .runtime = runtime, .variant = variant};
-    printf("[%2d/%d] %-13s %-7s %-7s ", index, total, w->row, runtime, variant);
+    printf("[%2d/%d] %-16s %-7s %-7s ", index, total, w->row, runtime, variant);
     fflush(stdout);
     if (find_tool("bench", binary_of(runtime), bin, sizeof bin) != 0) {
         printf("FAILED: %s not found next to %s\n", binary_of(runtime), self_path);
@@ -687,10 +706,24 @@ static int check_gzip(const char *out, int full, char *why, size_t cap) {
     return 0;
 }
 
-static void run_pgzip(const char *runtime, const char *variant, int index, int total) {
-    printf("[%2d/%d] %-13s %-7s %-7s ", index, total, "pgzip", runtime, variant);
+/* pgzip's options in a pgzip row: the engine, at pigz's -6 (or --fast). */
+static int pgzip_engine_args(const char *row, char **argv) {
+    if (strcmp(row, "pgzip-isal") == 0) {
+        argv[0] = "--fast";
+        return 1;
+    }
+    argv[0] = "--engine";
+    argv[1] = strcmp(row, "pgzip-libdeflate") == 0 ? "libdeflate" : "zlib";
+    argv[2] = "--level";
+    argv[3] = "6";
+    return 4;
+}
+
+static void run_pgzip(const char *row, const char *runtime, const char *variant, int index,
+                      int total) {
+    printf("[%2d/%d] %-16s %-7s %-7s ", index, total, row, runtime, variant);
     fflush(stdout);
-    series *s = get_series("pgzip", runtime, variant);
+    series *s = get_series(row, runtime, variant);
     char pgzip[PATH_MAX + 64];
     if (find_tool("examples", "pgzip", pgzip, sizeof pgzip) != 0) {
         printf("FAILED: pgzip not found in the runfiles (a data dependency)\n");
@@ -718,8 +751,12 @@ static void run_pgzip(const char *runtime, const char *variant, int index, int t
         if (is_knit) {
             char sched[32];
             int tl = timeline_variant(variant, sched, sizeof sched);
-            char *argv[] = {pgzip, "--threads", threads, "--sched", sched, "--level", "6",
-                            "--quiet", corpus_path, out, NULL};
+            char *argv[16] = {pgzip, "--threads", threads, "--sched", sched, "--quiet"};
+            int a = 6;
+            a += pgzip_engine_args(row, argv + a);
+            argv[a++] = corpus_path;
+            argv[a++] = out;
+            argv[a] = NULL;
             timeline_env(tl);
             r = run_child(argv, -1, NULL, NULL, child_timeout());
             timeline_env(0);
@@ -743,6 +780,13 @@ static void run_pgzip(const char *runtime, const char *variant, int index, int t
             fail_series(s, "%s", why);
             break;
         }
+        struct stat st;
+        if (stat(out, &st) != 0 || st.st_size <= 0) {
+            fail_series(s, "cannot stat %s", out);
+            break;
+        }
+        s->out_len = (uint64_t)st.st_size;
+        s->cratio = (double)((uint64_t)corpus_mib << 20) / (double)s->out_len;
         add_value(s, (double)corpus_mib / r.secs, "MiB/s", "higher");
     }
     unlink(out);
@@ -751,8 +795,8 @@ static void run_pgzip(const char *runtime, const char *variant, int index, int t
     if (s->failed)
         printf("FAILED (%s)\n", s->note);
     else
-        printf("%u reps in %5.1f s, last %.4g MiB/s (gzip -t ok, round trip ok)\n", s->n,
-               now_s() - t_all, s->n ? s->v[s->n - 1] : 0.0);
+        printf("%u reps in %5.1f s, last %.4g MiB/s, ratio %.3f (gzip -t ok, round trip ok)\n",
+               s->n, now_s() - t_all, s->n ? s->v[s->n - 1] : 0.0, s->cratio);
 }
 
 /* ------------------------------------------------------------------ */
@@ -811,7 +855,7 @@ static void aggregate(void) {
         for (unsigned j = 0; j < NS; j++) {
             series *p = &S[j];
             if (kind_of(p->runtime) != K_PEER || p->failed || p->n == 0 ||
-                strcmp(p->row, k->row) || strcmp(p->unit, k->unit))
+                strcmp(p->row, peer_row(k->row)) || strcmp(p->unit, k->unit))
                 continue;
             if (best == NULL || (higher ? p->med > best->med : p->med < best->med)) best = p;
         }
@@ -876,7 +920,7 @@ static void out(const char *fmt, ...) {
 }
 
 static void print_table(void) {
-    out("\n%-12s %-7s %-7s %10s %10s %10s %-10s %-6s %4s  %s\n", "row", "runtime", "variant",
+    out("\n%-16s %-7s %-7s %10s %10s %10s %-10s %-6s %4s  %s\n", "row", "runtime", "variant",
         "median", "min", "max", "unit", "better", "reps", "knit/best-peer");
     const char *last_row = "";
     for (unsigned i = 0; i < NS; i++) {
@@ -884,7 +928,7 @@ static void print_table(void) {
         if (strcmp(last_row, s->row) && i > 0) out("\n");
         last_row = s->row;
         if (s->failed || s->n == 0) {
-            out("%-12s %-7s %-7s %10s %10s %10s %-10s %-6s %4u  FAILED: %s\n", s->row, s->runtime,
+            out("%-16s %-7s %-7s %10s %10s %10s %-10s %-6s %4u  FAILED: %s\n", s->row, s->runtime,
                 s->variant, "-", "-", "-", s->unit[0] ? s->unit : "-", s->better[0] ? s->better : "-",
                 s->n, s->note);
             continue;
@@ -901,8 +945,11 @@ static void print_table(void) {
         } else if (kind_of(s->runtime) == K_KNIT) {
             sfmt(ratio, sizeof ratio, "(no peer result)");
         }
-        out("%-12s %-7s %-7s %10s %10s %10s %-10s %-6s %4u  %s\n", s->row, s->runtime, s->variant,
-            med, mn, mx, s->unit, s->better, s->n, ratio);
+        char cr[32] = "";
+        if (s->cratio > 0) sfmt(cr, sizeof cr, "%scompression ratio %.3f", ratio[0] ? "; " : "",
+                                s->cratio);
+        out("%-16s %-7s %-7s %10s %10s %10s %-10s %-6s %4u  %s%s\n", s->row, s->runtime,
+            s->variant, med, mn, mx, s->unit, s->better, s->n, ratio, cr);
     }
     out("\nknit/best-peer = knit's median / the best peer's median in that row (the\n"
         "best peer: the highest median for rates, the lowest for times). For\n"
@@ -931,6 +978,8 @@ static const target TARGETS[] = {
     {"pipeline", "tbb", "pipeline", 1, 0, ">= TBB's GiB/s"},
     {"reduce", "tbb", "reduce", 1, 0, ">= TBB's GiB/s (issue 12)"},
     {"pgzip", "pigz", "pgzip", 1, 0, ">= pigz's MiB/s"},
+    {"pgzip-libdeflate", "pigz", "pgzip", 3, 0, ">= 3x pigz's MiB/s (issue 19)"},
+    {"pgzip-isal", "pigz", "pgzip", 6, 0, ">= 6x pigz's MiB/s (issue 19)"},
     {"idle", "", NULL, 1, 1, "<= 1 ms of CPU per 2 s"},
     {"wake", "machine", "floor-futex", 1.5, 1, "<= 1.5x the futex round trip"},
 };
@@ -960,7 +1009,7 @@ static void print_targets(void) {
                     series *b = find_series(g->ref_row, g->ref_runtime, "-");
                     if (b && !b->failed && b->n) ref = b->med;
                     sfmt(refname, sizeof refname, "%s",
-                         strcmp(g->ref_row, g->row) ? g->ref_row : g->ref_runtime);
+                         strcmp(g->ref_row, peer_row(g->row)) ? g->ref_row : g->ref_runtime);
                 }
                 if (ref <= 0) {
                     sfmt(line, sizeof line, "no reference result");
@@ -977,8 +1026,24 @@ static void print_targets(void) {
                                  refname, met ? "met" : "NOT met");
                 }
             }
-            out("  %-12s %-7s %-36s %s\n", g->row, variants[v], g->what, line);
+            out("  %-16s %-7s %-36s %s\n", g->row, variants[v], g->what, line);
         }
+    }
+    /* Issue 19: the output beside pigz -6's (the engine rows' level map
+     * promises no larger; --fast promises nothing). */
+    series *pz = find_series("pgzip", "pigz", "-");
+    for (unsigned i = 0; pz && !pz->failed && pz->out_len && i < NS; i++) {
+        series *k = &S[i];
+        if (kind_of(k->runtime) != K_KNIT || strncmp(k->row, "pgzip", 5) || k->failed ||
+            !k->out_len)
+            continue;
+        int fast = strcmp(k->row, "pgzip-isal") == 0;
+        char line[160];
+        sfmt(line, sizeof line, "%llu bytes = %.4fx pigz -6's%s",
+             (unsigned long long)k->out_len, (double)k->out_len / (double)pz->out_len,
+             fast ? " (--fast: no promise)" : k->out_len <= pz->out_len ? ": met" : ": NOT met");
+        out("  %-16s %-7s %-36s %s\n", k->row, k->variant, "output <= pigz -6's (issue 19)",
+            line);
     }
 }
 
@@ -991,7 +1056,7 @@ static int write_csv(const char *path) {
     FILE *f = fopen(path, "w");
     if (f == NULL) return -1;
     fprintf(f, "row,runtime,variant,unit,better,reps,median,min,max,knit_over_best_peer,"
-               "best_peer,status,values\n");
+               "best_peer,status,values,compression_ratio\n");
     for (unsigned i = 0; i < NS; i++) {
         series *s = &S[i];
         char note[sizeof s->note];
@@ -1008,7 +1073,10 @@ static int write_csv(const char *path) {
             fprintf(f, ",,");
         fprintf(f, "%s%s,", s->failed ? "failed: " : "ok", s->failed ? note : "");
         for (unsigned k = 0; k < s->n; k++) fprintf(f, "%s%.6g", k ? ";" : "", s->v[k]);
-        fprintf(f, "\n");
+        if (s->cratio > 0)
+            fprintf(f, ",%.4f\n", s->cratio);
+        else
+            fprintf(f, ",\n");
     }
     return fclose(f);
 }
@@ -1154,7 +1222,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < 6 && WORKLOADS[w].runtimes[r]; r++) {
             const char *rt = WORKLOADS[w].runtimes[r];
             if (!in_list(opt.runtimes, rt)) continue;
-            total += kind_of(rt) == K_KNIT ? (int)nvariants : 1;
+            total += kind_of(rt) == K_KNIT && !WORKLOADS[w].first_variant ? (int)nvariants : 1;
         }
     }
     double t0 = now_s();
@@ -1165,11 +1233,11 @@ int main(int argc, char **argv) {
         for (int r = 0; r < 6 && wl->runtimes[r] && !stop_requested(); r++) {
             const char *rt = wl->runtimes[r];
             if (!in_list(opt.runtimes, rt)) continue;
-            unsigned nv = kind_of(rt) == K_KNIT ? nvariants : 1;
+            unsigned nv = kind_of(rt) == K_KNIT && !wl->first_variant ? nvariants : 1;
             for (unsigned v = 0; v < nv && !stop_requested(); v++) {
                 const char *var = kind_of(rt) == K_KNIT ? variants[v] : "-";
-                if (!strcmp(wl->row, "pgzip"))
-                    run_pgzip(rt, var, ++index, total);
+                if (!strncmp(wl->row, "pgzip", 5))
+                    run_pgzip(wl->row, rt, var, ++index, total);
                 else
                     run_workload(wl, rt, var, ++index, total);
             }
