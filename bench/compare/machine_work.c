@@ -5,6 +5,8 @@
  *   machine_work --row fib    [--reps R] [--quick]   # serial fib, runtime "serial"
  *   machine_work --row skynet [--reps R] [--quick]   # serial skynet
  *   machine_work --row reduce [--reps R] [--quick]   # serial sum of the array
+ *   machine_work --row pipeline [--threads N] [--reps R] [--quick]
+ *                             # serial fill+hash+sink, and N x it ("limit")
  *
  * floor-line: two threads pass one cache line back and forth (each spins
  * until the other's write arrives); ns per round trip. floor-futex: the
@@ -18,6 +20,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -164,6 +168,39 @@ static void row_reduce(void) {
     free(a);
 }
 
+/* The pipeline row's baseline: one thread fills, hashes and sinks every
+ * item in turn (the same work as the pipelines, no hand-off), and the
+ * limit a pipeline on `threads` threads could reach, threads x that rate
+ * (runtime "limit"). */
+static void row_pipeline(void) {
+    unsigned nbufs = WU_PIPE_BUFS(O.quick);
+    uint64_t want = wu_pipe_expected(nbufs);
+    size_t nw = WU_PIPE_BYTES / 8;
+    uint64_t *w = NULL;
+    if (posix_memalign((void **)&w, 64, WU_PIPE_BYTES) != 0) wu_die("out of memory");
+    memset(w, 0, WU_PIPE_BYTES); /* fault the pages in */
+    unsigned threads = O.threads;
+    for (unsigned rep = 0; rep <= O.reps; rep++) {
+        int64_t t0 = wu_now_ns();
+        uint64_t total = 0;
+        for (uint64_t seq = 0; seq < nbufs; seq++) {
+            wu_fill(w, nw, seq);
+            total = wu_fold(total, seq, wu_fnv1a64(w, nw));
+        }
+        int64_t t1 = wu_now_ns();
+        if (total != want) wu_die("serial pipeline: total %016llx, want %016llx",
+                                  (unsigned long long)total, (unsigned long long)want);
+        if (rep > 0) {
+            double gibs = wu_pipe_gibs(nbufs, t1 - t0);
+            O.runtime = "serial";
+            wu_result(&O, "pipeline", rep, gibs, "GiB/s", "higher");
+            O.runtime = "limit";
+            wu_result(&O, "pipeline", rep, gibs * threads, "GiB/s", "higher");
+        }
+    }
+    free(w);
+}
+
 int main(int argc, char **argv) {
     O = wu_parse(argc, argv, "machine");
     if (wu_is(&O, "floor")) {
@@ -177,6 +214,8 @@ int main(int argc, char **argv) {
     } else if (wu_is(&O, "reduce")) {
         O.runtime = "serial";
         row_reduce();
+    } else if (wu_is(&O, "pipeline")) {
+        row_pipeline();
     } else {
         wu_unknown_row(&O);
     }
