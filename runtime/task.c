@@ -76,10 +76,15 @@ static void knit__member_run(struct knit__pool *p, knit_future *f,
                              struct knit__worker *w, struct knit__producer *rec,
                              bool local) {
     struct knit_group *g = f->group;
-    if (knit__group_cancelled(g) ||
+    bool by_group = knit__group_cancelled(g);
+    if (by_group ||
         atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
             KNIT__POOL_CANCELLING) {
+        /* As a future's: a cancel by the user (here the group's) is a
+         * cancelled task and a skipped lane; the pool's cancel only the
+         * former. */
         knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
+        if (by_group) knit__stat_add(w ? &w->skipped : &rec->skipped, 1);
         knit__future_recycle(f);
         knit__group_member_done(g, KNIT_ECANCELED, 0, NULL);
     } else {
