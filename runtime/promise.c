@@ -134,13 +134,10 @@ int knit_promise_resolve(knit_future *f, void *result) {
 }
 
 int knit_promise_reject(knit_future *f, int code, const char *fmt, ...) {
-    char *msg = NULL;
-    if (fmt != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = knit__vformat(fmt, ap);
+    va_end(ap);
     return knit__promise_settle(f, "knit_promise_reject", KNIT_ETASK, NULL, code,
                                 msg);
 }

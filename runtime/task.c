@@ -137,13 +137,10 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
 
 int knit_task_fail(knit_task *task, int code, const char *fmt, ...) {
     if (task == NULL) return knit__fail(KNIT_EINVAL, "knit_task_fail: task is NULL");
-    char *msg = NULL;
-    if (fmt != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = knit__vformat(fmt, ap);
+    va_end(ap);
     free(task->message);
     task->message = msg;
     task->failed = 1;

@@ -93,6 +93,20 @@ void *wait_gate(knit_task *, void *arg) {
     return nullptr;
 }
 
+// Holds the pool's only worker in wait_gate until release_worker.
+knit_future *hold_worker(knit_pool *pool, Gate &gate) {
+    knit_future *blocker = nullptr;
+    EXPECT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
+    while (gate.entered.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+    return blocker;
+}
+
+void release_worker(Gate &gate, knit_future *blocker) {
+    gate.open.store(1, std::memory_order_release);
+    EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
+    EXPECT_EQ(0, knit_future_release(blocker));
+}
+
 knit_pool *make_pool(unsigned threads, int backpressure = KNIT_BLOCK) {
     knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
     o.threads = threads;
@@ -120,6 +134,16 @@ void expect_usable(knit_pool *pool) {
     EXPECT_EQ(0, knit_await(f, -1, &r));
     EXPECT_EQ(reinterpret_cast<void *>(77), r);
     EXPECT_EQ(0, knit_future_release(f));
+}
+
+// Every future in fs settles with a result; all are released.
+void expect_all_ran(const std::vector<knit_future *> &fs) {
+    for (knit_future *f : fs) {
+        void *r = nullptr;
+        EXPECT_EQ(0, knit_await(f, -1, &r));
+        EXPECT_NE(nullptr, r);
+        EXPECT_EQ(0, knit_future_release(f));
+    }
 }
 
 void expect_enomem(int rc) {
@@ -210,10 +234,7 @@ TEST(AllocFail, CarpetAndFutureGrowth) {
     unsigned points = walk("growth", [&](unsigned n) {
         knit_pool *pool = make_pool(1);
         Gate gate;
-        knit_future *blocker = nullptr;
-        EXPECT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
-        while (gate.entered.load(std::memory_order_acquire) == 0)
-            std::this_thread::yield();
+        knit_future *blocker = hold_worker(pool, gate);
         std::vector<knit_future *> ok;
         int failures = 0;
         knit__fault_arm(n);
@@ -236,14 +257,8 @@ TEST(AllocFail, CarpetAndFutureGrowth) {
         EXPECT_EQ(ok.size() + 1, s.submitted);
         EXPECT_EQ(ok.size(), s.pending);
         gate.open.store(1, std::memory_order_release);
-        for (knit_future *f : ok) {
-            void *r = nullptr;
-            EXPECT_EQ(0, knit_await(f, -1, &r));
-            EXPECT_NE(nullptr, r);
-            EXPECT_EQ(0, knit_future_release(f));
-        }
-        EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
-        EXPECT_EQ(0, knit_future_release(blocker));
+        expect_all_ran(ok);
+        release_worker(gate, blocker);
         expect_usable(pool);
         EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
         return fired;
@@ -493,9 +508,7 @@ TEST(AllocFail, GroupCreateAndMembers) {
     unsigned points = walk("group", [&](unsigned n) {
         knit_pool *pool = make_pool(1);
         Gate gate;
-        knit_future *blocker = nullptr;
-        EXPECT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
-        while (gate.entered.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+        knit_future *blocker = hold_worker(pool, gate);
         bool fired = false;
         std::atomic<int> ran{0};
         std::thread t([&] {
@@ -520,7 +533,6 @@ TEST(AllocFail, GroupCreateAndMembers) {
                 expect_enomem(rc);
                 EXPECT_EQ(nullptr, g);
                 EXPECT_TRUE(fired);
-                gate.open.store(1, std::memory_order_release);
                 return;
             }
             EXPECT_EQ(fired ? 1 : 0, failures);
@@ -530,8 +542,7 @@ TEST(AllocFail, GroupCreateAndMembers) {
             EXPECT_EQ(0, knit_group_destroy(g));
         });
         t.join();
-        EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
-        EXPECT_EQ(0, knit_future_release(blocker));
+        release_worker(gate, blocker);
         knit_pool_stats_t s = stats(pool);
         EXPECT_EQ(s.submitted, s.completed);
         expect_usable(pool);
@@ -591,9 +602,7 @@ TEST(AllocFail, CallerRuns) {
         knit_pool *pool = nullptr;
         EXPECT_EQ(0, knit_pool_create(&o, &pool)) << knit_last_error();
         Gate gate;
-        knit_future *blocker = nullptr;
-        EXPECT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
-        while (gate.entered.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+        knit_future *blocker = hold_worker(pool, gate);
         bool fired = false;
         std::thread t([&] {
             std::vector<knit_future *> ok;
@@ -619,16 +628,10 @@ TEST(AllocFail, CallerRuns) {
             knit_pool_stats_t s = stats(pool);
             EXPECT_EQ(ok.size() + 1, s.submitted);
             gate.open.store(1, std::memory_order_release);
-            for (knit_future *f : ok) {
-                void *r = nullptr;
-                EXPECT_EQ(0, knit_await(f, -1, &r));
-                EXPECT_NE(nullptr, r);
-                EXPECT_EQ(0, knit_future_release(f));
-            }
+            expect_all_ran(ok);
         });
         t.join();
-        EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
-        EXPECT_EQ(0, knit_future_release(blocker));
+        release_worker(gate, blocker);
         expect_usable(pool);
         EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
         return fired;

@@ -34,10 +34,15 @@ void *gated(knit_task *task, void *arg) {
     return nullptr;
 }
 
+knit_group *make_group(knit_pool *pool) {
+    knit_group *g = nullptr;
+    EXPECT_EQ(0, knit_group_create(pool, &g)) << knit_last_error();
+    return g;
+}
+
 TEST(Group, WaitsForEveryMember) {
     Pool pool(2);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g)) << knit_last_error();
+    knit_group *g = make_group(pool);
     std::atomic<uint64_t> n{0};
     for (int i = 0; i < 10000; i++) ASSERT_EQ(0, knit_group_submit(g, count_up, &n));
     EXPECT_EQ(0, knit_group_wait(g, -1)) << knit_last_error();
@@ -51,8 +56,8 @@ TEST(Group, WaitsForEveryMember) {
 
 TEST(Group, EmptyGroupWaitReturnsAtOnce) {
     Pool pool(1);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     EXPECT_EQ(0, knit_group_wait(g, 0));
     EXPECT_EQ(0, knit_group_wait(g, -1));
     EXPECT_EQ(0, knit_group_destroy(g));
@@ -66,8 +71,8 @@ void *fail_if_odd(knit_task *task, void *arg) {
 
 TEST(Group, FirstFailureIsReportedAndKept) {
     Pool pool(2);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     for (uintptr_t i = 0; i < 64; i++)
         ASSERT_EQ(0, knit_group_submit(g, fail_if_odd, reinterpret_cast<void *>(i)));
     EXPECT_EQ(KNIT_ETASK, knit_group_wait(g, -1));
@@ -86,8 +91,8 @@ TEST(Group, FirstFailureIsReportedAndKept) {
 
 TEST(Group, RewaitWaitsForNewMembers) {
     Pool pool(2);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     std::atomic<uint64_t> n{0};
     for (int round = 1; round <= 5; round++) {
         for (int i = 0; i < 100; i++) ASSERT_EQ(0, knit_group_submit(g, count_up, &n));
@@ -99,8 +104,8 @@ TEST(Group, RewaitWaitsForNewMembers) {
 
 TEST(Group, TimeoutThenDestroyBusyThenWait) {
     Pool pool(1);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     Gate gate;
     ASSERT_EQ(0, knit_group_submit(g, gated, &gate));
     EXPECT_EQ(KNIT_ETIMEDOUT, knit_group_wait(g, 0));
@@ -115,8 +120,8 @@ TEST(Group, TimeoutThenDestroyBusyThenWait) {
 
 TEST(Group, CancelSkipsUnstartedAndTellsRunning) {
     Pool pool(1);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     Gate gate;
     std::atomic<uint64_t> n{0};
     ASSERT_EQ(0, knit_group_submit(g, gated, &gate));
@@ -142,8 +147,8 @@ TEST(Group, CancelSkipsUnstartedAndTellsRunning) {
 
 TEST(Group, FailureBeforeCancelWins) {
     Pool pool(1);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     ASSERT_EQ(0, knit_group_submit(g, fail_if_odd, reinterpret_cast<void *>(7)));
     EXPECT_EQ(KNIT_ETASK, knit_group_wait(g, -1));
     EXPECT_EQ(0, knit_group_cancel(g));
@@ -216,8 +221,8 @@ TEST(Group, NestedWaitsDoNotDeadlockOnOneWorker) {
 
 TEST(Group, MemberWaitingForItsOwnGroupIsBusy) {
     Pool pool(1);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     struct Probe {
         knit_group *g;
         std::atomic<int> rc{1};
@@ -237,8 +242,8 @@ TEST(Group, MemberWaitingForItsOwnGroupIsBusy) {
 
 TEST(Group, ManyThreadsSubmitAndWaitAtOnce) {
     Pool pool(2);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     std::atomic<uint64_t> n{0};
     std::vector<std::thread> ts;
     for (int t = 0; t < 4; t++)
@@ -273,8 +278,8 @@ TEST(Group, PoolDestroyCancelSettlesMembersAndWaitStillWorks) {
     o.threads = 1;
     knit_pool *pool = nullptr;
     ASSERT_EQ(0, knit_pool_create(&o, &pool));
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     Gate gate;
     std::atomic<uint64_t> n{0};
     ASSERT_EQ(0, knit_group_submit(g, gated, &gate));
@@ -298,8 +303,8 @@ TEST(Group, PoolDestroyDrainRunsMembers) {
     o.threads = 2;
     knit_pool *pool = nullptr;
     ASSERT_EQ(0, knit_pool_create(&o, &pool));
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     std::atomic<uint64_t> n{0};
     for (int i = 0; i < 1000; i++) ASSERT_EQ(0, knit_group_submit(g, count_up, &n));
     EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
@@ -310,8 +315,8 @@ TEST(Group, PoolDestroyDrainRunsMembers) {
 
 TEST(Group, FailPolicyAtTheBound) {
     Pool pool(1, nullptr, 4, KNIT_FAIL);
-    knit_group *g = nullptr;
-    ASSERT_EQ(0, knit_group_create(pool, &g));
+    knit_group *g = make_group(pool);
+    ASSERT_NE(nullptr, g);
     Gate gate;
     ASSERT_EQ(0, knit_group_submit(g, gated, &gate));
     while (gate.started.load() == 0) std::this_thread::sleep_for(100us);

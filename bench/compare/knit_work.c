@@ -49,6 +49,15 @@ static knit_pool *make_pool_bounded(size_t max_pending, int backpressure) {
 
 static knit_pool *make_pool(void) { return make_pool_bounded(0, KNIT_BLOCK); }
 
+/* O with variant "<sched><suffix>" (written into name[cap], which must
+ * outlive the results): how a row reports a second way of running it. */
+static wu_opts suffixed_opts(char *name, size_t cap, const char *suffix) {
+    snprintf(name, cap, "%.16s%s", O.variant, suffix);
+    wu_opts o = O;
+    o.variant = name;
+    return o;
+}
+
 static void destroy_pool(knit_pool *pool) {
     int rc = knit_pool_destroy(pool, KNIT_DRAIN);
     if (rc != 0) wu_die("knit_pool_destroy: %s", knit_last_error());
@@ -109,10 +118,7 @@ static void submit_await_n(knit_pool *pool, knit_future **fs, unsigned n, uintpt
  * one knit_group_wait. */
 static wu_opts group_opts(void) {
     static char name[24];
-    snprintf(name, sizeof name, "%.16s+group", O.variant);
-    wu_opts o = O;
-    o.variant = name;
-    return o;
+    return suffixed_opts(name, sizeof name, "+group");
 }
 
 static void submit_group_n(knit_group *g, unsigned n, uintptr_t base, const char *row) {
@@ -280,10 +286,7 @@ static void row_fib(void) {
  * futures, reported as variant "<sched>+frames". */
 static wu_opts frames_opts(void) {
     static char name[24];
-    snprintf(name, sizeof name, "%.16s+frames", O.variant);
-    wu_opts o = O;
-    o.variant = name;
-    return o;
+    return suffixed_opts(name, sizeof name, "+frames");
 }
 
 static void *fib_frames_task(knit_task *t, void *arg) {
