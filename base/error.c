@@ -1,4 +1,5 @@
 /* The error table and the thread-local detailed message. */
+#define _GNU_SOURCE
 #include "base/error.h"
 
 #include <stdarg.h>
@@ -47,4 +48,10 @@ int knit_error(int code, const char *fmt, ...) {
     vsnprintf(knit__last_error, sizeof knit__last_error, fmt, ap);
     va_end(ap);
     return code;
+}
+
+char *knit__vformat(const char *fmt, va_list ap) {
+    char *msg = NULL;
+    if (fmt != NULL && vasprintf(&msg, fmt, ap) < 0) msg = NULL;
+    return msg;
 }

@@ -26,10 +26,10 @@
 #include "base/error.h"
 #include "runtime/pool.h"
 
-static void knit__flock(knit_future *f) {
+void knit__spin_lock(_Atomic uint32_t *lock) {
     unsigned spins = 0;
-    /* acquire: pairs with the release in knit__funlock. */
-    while (atomic_exchange_explicit(&f->lock, 1, memory_order_acquire)) {
+    /* acquire: pairs with the release in knit__spin_unlock. */
+    while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
         if (++spins < 64)
             knit__cpu_relax();
         else
@@ -37,9 +37,13 @@ static void knit__flock(knit_future *f) {
     }
 }
 
-static void knit__funlock(knit_future *f) {
-    atomic_store_explicit(&f->lock, 0, memory_order_release);
+void knit__spin_unlock(_Atomic uint32_t *lock) {
+    atomic_store_explicit(lock, 0, memory_order_release);
 }
+
+static void knit__flock(knit_future *f) { knit__spin_lock(&f->lock); }
+
+static void knit__funlock(knit_future *f) { knit__spin_unlock(&f->lock); }
 
 /* ---- allocation ---- */
 
@@ -97,6 +101,9 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     f->in_kind = KNIT__PAY_NONE;
     f->always_run = false;
     f->counted_local = false; /* only knit__push_local sets it */
+    f->group = NULL;
+    f->promise = false;
+    f->promise_linked = false;
     memset(&f->out, 0, sizeof f->out);
     atomic_init(&f->out_state, KNIT__OUT_NONE);
     return f;
@@ -144,6 +151,8 @@ static void knit__future_free(knit_future *f) {
     if (antecedent != NULL) knit__future_unref(antecedent);
 }
 
+void knit__future_recycle(knit_future *f) { knit__future_free(f); }
+
 void knit__future_unref(knit_future *f) {
     /* acq_rel: every use of f by other holders happens before the free. */
     if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1)
@@ -169,24 +178,7 @@ void knit__future_free_all(struct knit__pool *p) {
 
 /* ---- settling ---- */
 
-void knit__future_settle(knit_future *f, int code, void *result, int task_code,
-                         char *message) {
-    knit__payload_settle(f); /* the input the task did not take */
-    f->code = code;
-    f->result = result;
-    f->task_code = task_code;
-    f->message = message;
-    /* seq-cst: pairs with a registrant's seq-cst store of `watched` then
-     * load of state (see the top of the file). The store also releases
-     * code/result to acquire loads of state. */
-    atomic_store_explicit(&f->state, KNIT__F_DONE, memory_order_seq_cst);
-    if (atomic_load_explicit(&f->watched, memory_order_seq_cst) == 0) return;
-    knit__flock(f);
-    struct knit__waiter *w = f->waiters;
-    knit_future *conts = f->conts;
-    f->waiters = NULL;
-    f->conts = NULL;
-    knit__funlock(f);
+void knit__waiters_ring_list(struct knit__waiter *w) {
     while (w != NULL) {
         /* Everything we need from the record first: once `released` is
          * set the waiter may drop it. */
@@ -208,6 +200,27 @@ void knit__future_settle(knit_future *f, int code, void *result, int task_code,
         }
         w = next;
     }
+}
+
+void knit__future_settle(knit_future *f, int code, void *result, int task_code,
+                         char *message) {
+    knit__payload_settle(f); /* the input the task did not take */
+    f->code = code;
+    f->result = result;
+    f->task_code = task_code;
+    f->message = message;
+    /* seq-cst: pairs with a registrant's seq-cst store of `watched` then
+     * load of state (see the top of the file). The store also releases
+     * code/result to acquire loads of state. */
+    atomic_store_explicit(&f->state, KNIT__F_DONE, memory_order_seq_cst);
+    if (atomic_load_explicit(&f->watched, memory_order_seq_cst) == 0) return;
+    knit__flock(f);
+    struct knit__waiter *w = f->waiters;
+    knit_future *conts = f->conts;
+    f->waiters = NULL;
+    f->conts = NULL;
+    knit__funlock(f);
+    knit__waiters_ring_list(w);
     /* The list is newest first; run continuations in registration order. */
     knit_future *rev = NULL;
     while (conts != NULL) {
@@ -230,10 +243,15 @@ int knit__future_outcome(const knit_future *f, void **result) {
         if (result != NULL) *result = f->result;
         return 0;
     case KNIT_ETASK:
-        return knit__fail(KNIT_ETASK, "task failed (code %d): %s", f->task_code,
-                          f->message ? f->message : "");
+        return knit__fail(KNIT_ETASK, "%s (code %d): %s",
+                          f->promise ? "promise rejected" : "task failed",
+                          f->task_code, f->message ? f->message : "");
     case KNIT_ECANCELED:
-        return knit__fail(KNIT_ECANCELED, "the task was cancelled before it ran");
+        if (f->message != NULL) /* a promise rejected by pool destroy */
+            return knit__fail(KNIT_ECANCELED, "%s", f->message);
+        return knit__fail(KNIT_ECANCELED, "%s",
+                          f->promise ? "the promise was cancelled"
+                                     : "the task was cancelled before it ran");
     case KNIT_ESHUTDOWN:
         return knit__fail(KNIT_ESHUTDOWN, "the pool shut down before the task ran");
     default:
@@ -243,18 +261,44 @@ int knit__future_outcome(const knit_future *f, void **result) {
 
 /* ---- waiting ---- */
 
+/* What a wait waits for: one of the futures fs[0..n) settled, or (g set,
+ * n == 1) the group g idle. The group's waiter list works like a
+ * future's (group.c); only the condition differs. */
 struct knit__set {
     knit_future *const *fs;
     size_t n;
     size_t which;
+    struct knit_group *g;
 };
+
+/* Element i's condition. seq-cst: the loads of the waiting protocol (the
+ * re-check after an arm, and the load after `watched`; see the top of
+ * the file and of group.c). */
+static bool knit__set_one_done(struct knit__set *s, size_t i) {
+    if (s->g != NULL) return knit__group_idle(s->g);
+    return atomic_load_explicit(&s->fs[i]->state, memory_order_seq_cst) ==
+           KNIT__F_DONE;
+}
+
+/* Element i's waiter list: its lock, its `watched` flag and its head. */
+static void knit__set_list(struct knit__set *s, size_t i, _Atomic uint32_t **lock,
+                           _Atomic uint32_t **watched,
+                           struct knit__waiter ***head) {
+    if (s->g != NULL) {
+        *lock = &s->g->lock;
+        *watched = &s->g->watched;
+        *head = &s->g->waiters;
+    } else {
+        *lock = &s->fs[i]->lock;
+        *watched = &s->fs[i]->watched;
+        *head = &s->fs[i]->waiters;
+    }
+}
 
 static bool knit__set_done(void *ctx) {
     struct knit__set *s = ctx;
     for (size_t i = 0; i < s->n; i++)
-        /* seq-cst: the re-check after an arm (see the top of the file). */
-        if (atomic_load_explicit(&s->fs[i]->state, memory_order_seq_cst) ==
-            KNIT__F_DONE) {
+        if (knit__set_one_done(s, i)) {
             s->which = i;
             return true;
         }
@@ -264,36 +308,38 @@ static bool knit__set_done(void *ctx) {
 static void knit__waiters_link(struct knit__set *s, struct knit__waiter *w,
                                knit__doorbell *bell, bool bell_in_pool) {
     for (size_t i = 0; i < s->n; i++) {
-        knit_future *f = s->fs[i];
+        _Atomic uint32_t *lock, *watched;
+        struct knit__waiter **head;
+        knit__set_list(s, i, &lock, &watched, &head);
         w[i].bell = bell;
         w[i].bell_in_pool = bell_in_pool;
         atomic_init(&w[i].released, 0);
-        knit__flock(f);
-        atomic_store_explicit(&f->watched, 1, memory_order_seq_cst);
-        w[i].linked = atomic_load_explicit(&f->state, memory_order_seq_cst) !=
-                      KNIT__F_DONE;
+        knit__spin_lock(lock);
+        atomic_store_explicit(watched, 1, memory_order_seq_cst);
+        w[i].linked = !knit__set_one_done(s, i);
         if (w[i].linked) {
-            w[i].next = f->waiters;
-            f->waiters = &w[i];
+            w[i].next = *head;
+            *head = &w[i];
         }
-        knit__funlock(f);
+        knit__spin_unlock(lock);
     }
 }
 
 static void knit__waiters_unlink(struct knit__set *s, struct knit__waiter *w) {
     for (size_t i = 0; i < s->n; i++) {
         if (!w[i].linked) continue;
-        knit_future *f = s->fs[i];
+        _Atomic uint32_t *lock, *watched;
+        struct knit__waiter **head;
+        knit__set_list(s, i, &lock, &watched, &head);
         bool found = false;
-        knit__flock(f);
-        for (struct knit__waiter **pp = &f->waiters; *pp != NULL;
-             pp = &(*pp)->next)
+        knit__spin_lock(lock);
+        for (struct knit__waiter **pp = head; *pp != NULL; pp = &(*pp)->next)
             if (*pp == &w[i]) {
                 *pp = w[i].next;
                 found = true;
                 break;
             }
-        knit__funlock(f);
+        knit__spin_unlock(lock);
         if (!found) /* the settler has it: wait until it lets go */
             while (!atomic_load_explicit(&w[i].released, memory_order_acquire))
                 knit__cpu_relax();
@@ -321,9 +367,10 @@ static void knit__helper_stop(struct knit__pool *p, struct knit__tls *tls,
  * `help`: an outside thread may run claimable tasks while it waits. Only
  * an unbounded wait for one future helps: a helper runs whole batches, so
  * a bounded or any-of wait that helped could return long after its time. */
-static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
-                      size_t *which, bool help) {
-    struct knit__set set = {fs, n, 0};
+static int knit__wait_set(struct knit__set *sp, struct knit__pool *p,
+                          int64_t timeout_ns, size_t *which, bool help) {
+    struct knit__set set = *sp;
+    size_t n = set.n;
     if (knit__set_done(&set)) {
         *which = set.which;
         return 0;
@@ -334,7 +381,6 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
      * whose child it runs itself never reads it). */
     int64_t start = timeout_ns > 0 ? knit__now_ns() : 0;
     int64_t deadline = knit__deadline(start, timeout_ns);
-    struct knit__pool *p = fs[0]->pool;
     knit_pool *h = p->handle;
     struct knit__tls *tls = knit__tls_get();
     struct knit__worker *w =
@@ -454,6 +500,20 @@ static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
     return rc;
 }
 
+static int knit__wait(knit_future *const *fs, size_t n, int64_t timeout_ns,
+                      size_t *which, bool help) {
+    struct knit__set set = {fs, n, 0, NULL};
+    return knit__wait_set(&set, fs[0]->pool, timeout_ns, which, help);
+}
+
+int knit__wait_group(struct knit_group *g, struct knit__pool *p,
+                     int64_t timeout_ns) {
+    struct knit__set set = {NULL, 1, 0, g};
+    size_t which;
+    /* As knit_await: only an unbounded wait helps from outside. */
+    return knit__wait_set(&set, p, timeout_ns, &which, timeout_ns < 0);
+}
+
 static int knit__check_future(const knit_future *f, const char *what) {
     if (f == NULL) return knit__fail(KNIT_EINVAL, "%s: future is NULL", what);
     if (atomic_load_explicit(&f->user, memory_order_relaxed) == 0)
@@ -541,8 +601,9 @@ int knit_future_cancel(knit_future *f) {
                                                 memory_order_acq_rel,
                                                 memory_order_acquire)) {
         knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
+        if (f->promise) knit__promise_settled(f); /* its own reference */
         struct knit__producer *rec = knit__producer_get(h, f->pool);
-        if (rec != NULL) knit__stat_add(&rec->cancelled, 1);
+        if (rec != NULL && !f->promise) knit__stat_add(&rec->cancelled, 1);
         knit__pool_exit(h);
         return 0;
     }

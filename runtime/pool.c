@@ -433,10 +433,11 @@ static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
     if (p->threads > KNIT_MAX_THREADS)
         return knit__fail(KNIT_EINVAL, "threads=%u is over the limit of %u",
                           o->threads, KNIT_MAX_THREADS);
-    if (o->backpressure != KNIT_BLOCK && o->backpressure != KNIT_FAIL)
+    if (o->backpressure != KNIT_BLOCK && o->backpressure != KNIT_FAIL &&
+        o->backpressure != KNIT_CALLER_RUNS)
         return knit__fail(KNIT_EINVAL,
-                          "backpressure=%d must be KNIT_BLOCK (0) or "
-                          "KNIT_FAIL (1)",
+                          "backpressure=%d must be KNIT_BLOCK (0), "
+                          "KNIT_FAIL (1) or KNIT_CALLER_RUNS (2)",
                           o->backpressure);
     p->max_pending = o->max_pending ? o->max_pending : KNIT__DEFAULT_MAX_PENDING;
     if (p->max_pending > KNIT__MAX_PENDING_LIMIT)
@@ -720,6 +721,10 @@ int knit_pool_destroy(knit_pool *h, int how) {
                                             : KNIT__POOL_CANCELLING,
                           memory_order_seq_cst);
     pthread_mutex_unlock(&h->lock);
+    /* No promise can be created any more (promise.c checks the state
+     * under the lock): reject the unsettled ones before the drain, so no
+     * task awaiting one holds it up. */
+    knit__promises_reject_all(p);
     /* Submitters blocked at the bound see the new state and leave. */
     atomic_fetch_add_explicit(&p->space_seq, 1, memory_order_seq_cst);
     syscall(SYS_futex, (uint32_t *)&p->space_seq, FUTEX_WAKE_PRIVATE, INT32_MAX,

@@ -118,6 +118,16 @@ struct knit_future {
      * the pusher's `pushed` rather than in `live` (see knit__pool.counts);
      * its settle is counted in the settler's `child_settled`. */
     bool counted_local;
+    /* A group member's record (runtime/group.c), not a future: no user
+     * handle, no waiters, no settle; the task runs and is counted in
+     * this group. NULL for a future. Written before the publication. */
+    struct knit_group *group;
+    /* A promise (runtime/promise.c): settled by knit_promise_resolve /
+     * reject, never by a task. While unsettled it is on the pool's
+     * `promises` list (pool lock) and holds one reference of its own. */
+    bool promise;
+    bool promise_linked;                  /* on the list (pool lock) */
+    knit_future *promise_prev, *promise_next; /* the list (pool lock) */
     /* Aligned like malloc's memory: a task may read a struct it was
      * given as inline bytes in place. */
     alignas(max_align_t) unsigned char inline_data[KNIT_INLINE_BYTES];
@@ -162,6 +172,34 @@ struct knit__producer {
     /* Stats, written by the owner only. */
     _Atomic uint64_t submitted, helped, cancelled, skipped, failed;
     _Atomic uint64_t frames_stolen; /* by this thread while it helped */
+};
+
+/* A task group (knit_group_*, runtime/group.c): members are counted in
+ * `live` (one RMW when submitted, one when finished); waiting is for
+ * live == 0, through the same waiter records and doorbells as futures
+ * (future.c: knit__wait). */
+struct knit_group {
+    knit_pool *pool; /* the handle: it outlives the pool */
+    /* Members submitted and not finished. The finisher that brings it to
+     * 0 rings the waiters (seq-cst RMW, then a seq-cst load of watched;
+     * see future.c). */
+    alignas(KNIT__LINE) _Atomic uint64_t live;
+    _Atomic uint32_t cancelled; /* knit_group_cancel was called */
+    /* The first failure or cancel: 0 none, 1 being written, 2 written
+     * (code, task_code, message final; release store). */
+    _Atomic uint32_t outcome;
+    int code;          /* KNIT_ETASK or KNIT_ECANCELED */
+    int task_code;     /* the failing member's knit_task_fail code */
+    char *message;     /* its text (malloc), or NULL */
+    const char *reason; /* KNIT_ECANCELED: who cancelled (static text) */
+    /* Waiters, as a future's: `lock` guards the list, `watched` (sticky)
+     * says a waiter ever registered. */
+    _Atomic uint32_t lock;
+    _Atomic uint32_t watched;
+    struct knit__waiter *waiters;
+    /* Threads inside knit_group_wait or knit_group_cancel: destroy is
+     * KNIT_EBUSY while any is. */
+    _Atomic uint32_t users;
 };
 
 struct knit__worker {
@@ -254,6 +292,8 @@ struct knit__pool {
      * takes a chain of up to KNIT__FUTURE_CACHE in O(1), never walking
      * futures that another core touched last. */
     knit_future *magazines;
+    /* Unsettled promises (runtime/promise.c), doubly linked. */
+    knit_future *promises;
 
     struct knit__worker *workers;
     knit__deque *deques; /* one per consumer id: workers, then helpers */
@@ -345,6 +385,8 @@ struct knit__submit_payload {
 };
 int knit__submit(knit_pool *h, knit_fn fn, void *arg,
                  const struct knit__submit_payload *pl, knit_future **out);
+/* knit__submit of a member of group g (runtime/group.c): no future. */
+int knit__submit_member(struct knit_group *g, knit_fn fn, void *arg);
 /* The calling thread's record for p (registers it on first use). */
 struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p);
 /* A new record linked into p (or an orphan, if adopt). Pool lock inside. */
@@ -372,6 +414,39 @@ void knit__future_free_all(struct knit__pool *p);
 void knit__continuation_schedule(knit_future *g);
 /* What knit_await returns for a settled future (sets the last error). */
 int knit__future_outcome(const knit_future *f, void **result);
+/* Gives a record that was published but is no longer shared (a group
+ * member's, after its run) back to this thread's cache. */
+void knit__future_recycle(knit_future *f);
+/* Waits until g has no live member, helping like knit_await (0 or
+ * KNIT_ETIMEDOUT; KNIT_ENOMEM never: one waiter record on the stack). */
+int knit__wait_group(struct knit_group *g, struct knit__pool *p,
+                     int64_t timeout_ns);
+/* Rings every record of a waiter list taken off its future or group and
+ * marks each released (the settle's half of the waiting protocol). */
+void knit__waiters_ring_list(struct knit__waiter *w);
+/* The spinlock of a future's or a group's waiter list. */
+void knit__spin_lock(_Atomic uint32_t *lock);
+void knit__spin_unlock(_Atomic uint32_t *lock);
+
+/* ---- runtime/group.c ---- */
+/* A member finished: records a failure (code KNIT_ETASK with task_code and
+ * message, owned afterwards by the group; or KNIT_ECANCELED) if it is the
+ * group's first, then takes it off g->live. */
+void knit__group_member_done(struct knit_group *g, int code, int task_code,
+                             char *message);
+/* knit_group_cancel was called (acquire). */
+bool knit__group_cancelled(const struct knit_group *g);
+/* No member is live (seq-cst: the waiter's load, see group.c). */
+bool knit__group_idle(struct knit_group *g);
+
+/* ---- runtime/promise.c ---- */
+/* After whoever won a promise (PENDING -> RUNNING: a settle, a cancel)
+ * settled it, continuations scheduled: takes it off the pool's list and
+ * drops its own reference. */
+void knit__promise_settled(knit_future *f);
+/* knit_pool_destroy: rejects every unsettled promise with KNIT_ECANCELED
+ * (after the state left LIVE, so no new one appears). */
+void knit__promises_reject_all(struct knit__pool *p);
 
 /* ---- runtime/payloads.c ---- */
 /* When a future settles: frees the input the task did not take. */

@@ -377,10 +377,31 @@ static void knit__pending_high(struct knit__pool *p, int64_t now) {
     }
 }
 
+/* KNIT_CALLER_RUNS: what a submit returns internally when the submitting
+ * thread is to run the task itself; the task is then counted as live but
+ * not as pending. */
+#define KNIT__RUN_HERE 1
+
+/* A consumer id under which this thread may run a task of p now
+ * (KNIT_CALLER_RUNS): its own inside one of p's tasks, else a free helper
+ * id (*helper set: give it back), else UINT32_MAX. */
+static unsigned knit__caller_id(struct knit__pool *p, bool *helper) {
+    struct knit__tls *tls = knit__tls_get();
+    *helper = false;
+    if (tls->cpool == p && tls->current != NULL)
+        return tls->depth < KNIT__MAX_DEPTH ? tls->consumer : UINT32_MAX;
+    unsigned id = knit__pool_helper_acquire(p);
+    *helper = id != UINT32_MAX;
+    return id;
+}
+
 /* Counts one more pending and live task, waiting or failing at the bound.
- * Undo with knit__pending_undo. */
+ * Undo with knit__pending_undo. With `run` (KNIT_CALLER_RUNS submits
+ * only): at the bound, KNIT__RUN_HERE with *run a consumer id for the
+ * caller to run the task under, counted as live only. */
 static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
-                                 struct knit__producer *rec, bool bypass) {
+                                 struct knit__producer *rec, bool bypass,
+                                 unsigned *run, bool *helper) {
     for (;;) {
         /* seq-cst RMW, then the seq-cst load of state below: pairs with
          * destroy's seq-cst store of state followed by its seq-cst load of
@@ -389,15 +410,28 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
         uint64_t c = atomic_fetch_add_explicit(&p->counts, 1 + KNIT__LIVE_ONE,
                                                memory_order_seq_cst);
         int64_t n = KNIT__PENDING(c);
-        if (bypass || n < (int64_t)p->max_pending) {
+        bool here = false;
+        if (!bypass && n >= (int64_t)p->max_pending && run != NULL &&
+            p->backpressure == KNIT_CALLER_RUNS) {
+            *run = knit__caller_id(p, helper);
+            here = *run != UINT32_MAX;
+        }
+        if (bypass || here || n < (int64_t)p->max_pending) {
             if (!bypass) {
                 struct knit__tls *tls = knit__tls_get();
                 bool own = tls->worker != NULL && tls->worker->pool == p;
                 uint32_t st = atomic_load_explicit(&h->state, memory_order_seq_cst);
                 if (st != KNIT__POOL_LIVE && !own) {
                     knit__pending_undo(p);
+                    if (here && *helper) knit__pool_helper_release(p, *run);
                     return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
                 }
+            }
+            if (here) {
+                /* Runs here: it never waits for a claim (relaxed, as the
+                 * claim's own subtraction of started tasks). */
+                atomic_fetch_sub_explicit(&p->counts, 1, memory_order_relaxed);
+                return KNIT__RUN_HERE;
             }
             knit__pending_high(p, n + 1);
             return 0;
@@ -420,10 +454,12 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
 
 /* Publishes f (fn/arg set), already counted by knit__pending_acquire.
  * With no carpet to be had: KNIT_EAGAIN under KNIT_FAIL, unless `bypass`
- * (a continuation, which must run), else waits for lanes to free up. */
+ * (a continuation, which must run); under KNIT_CALLER_RUNS (with `run`)
+ * KNIT__RUN_HERE as knit__pending_acquire; else waits for lanes to free
+ * up. */
 static int knit__enqueue(knit_pool *h, struct knit__pool *p,
                          struct knit__producer *rec, knit_future *f,
-                         bool bypass) {
+                         bool bypass, unsigned *run, bool *helper) {
     for (;;) {
         int rc = knit__publish(p, rec, f);
         if (rc == 0) break;
@@ -444,10 +480,38 @@ static int knit__enqueue(knit_pool *h, struct knit__pool *p,
             knit__pending_undo(p);
             return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
         }
+        if (run != NULL && p->backpressure == KNIT_CALLER_RUNS) {
+            *run = knit__caller_id(p, helper);
+            if (*run != UINT32_MAX) {
+                /* Not pending any more: it runs here (relaxed, as the
+                 * claim's subtraction). */
+                atomic_fetch_sub_explicit(&p->counts, 1, memory_order_relaxed);
+                return KNIT__RUN_HERE;
+            }
+        }
         knit__space_wait(p, rec, true);
     }
     knit__stat_add(&rec->submitted, 1);
     return 0;
+}
+
+/* KNIT_CALLER_RUNS: runs f (counted as live, not pending) on this thread
+ * under consumer id `id`, as a helper would; its future settles and its
+ * continuations are scheduled as if a worker had run it. */
+static void knit__run_here(struct knit__pool *p, struct knit__producer *rec,
+                           knit_future *f, unsigned id, bool helper) {
+    struct knit__tls *tls = knit__tls_get();
+    struct knit__pool *cpool = tls->cpool; /* another pool's, maybe */
+    unsigned consumer = tls->consumer;
+    tls->cpool = p;
+    tls->consumer = id;
+    struct knit__worker *w =
+        tls->worker != NULL && tls->worker->pool == p ? tls->worker : NULL;
+    knit__stat_add(&rec->submitted, 1);
+    knit__task_run(p, f, w, rec);
+    tls->cpool = cpool;
+    tls->consumer = consumer;
+    if (helper) knit__pool_helper_release(p, id);
 }
 
 /* From inside a task: push the subtask onto the running consumer's deque
@@ -514,8 +578,11 @@ static void knit__future_discard(knit_future *f, struct knit__producer *rec) {
     knit__future_free_unused(f, rec);
 }
 
-int knit__submit(knit_pool *h, knit_fn fn, void *arg,
-                 const struct knit__submit_payload *pl, knit_future **out) {
+/* A submit: a future's task (with payload pl, or none), or a member of
+ * group g (no future: out is NULL). */
+static int knit__submit_task(knit_pool *h, knit_fn fn, void *arg,
+                             const struct knit__submit_payload *pl,
+                             struct knit_group *g, knit_future **out) {
     if (out != NULL) *out = NULL;
     if (fn == NULL) return knit__fail(KNIT_EINVAL, "task function is NULL");
     int rc = knit__pool_enter(h, false);
@@ -536,6 +603,7 @@ int knit__submit(knit_pool *h, knit_fn fn, void *arg,
             return knit__fail(KNIT_ENOMEM, "cannot allocate a future");
         }
         knit__future_setup(f, fn, arg, pl, out != NULL);
+        f->group = g;
         if (knit__push_local(p, tls, f)) {
             knit__stat_add(&rec->submitted, 1);
             if (out != NULL) *out = f;
@@ -549,27 +617,48 @@ int knit__submit(knit_pool *h, knit_fn fn, void *arg,
         knit__pool_exit(h);
         return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
     }
-    rc = knit__pending_acquire(h, p, rec, false);
+    unsigned run = UINT32_MAX;
+    bool helper = false;
+    rc = knit__pending_acquire(h, p, rec, false, &run, &helper);
     if (rc < 0) {
         knit__pool_exit(h);
         return rc;
     }
     knit_future *f = knit__future_alloc(p, rec);
     if (f == NULL) {
-        knit__pending_undo(p);
+        if (rc == KNIT__RUN_HERE) {
+            /* relaxed, as the undo of a count: nothing was published. */
+            atomic_fetch_sub_explicit(&p->counts, KNIT__LIVE_ONE,
+                                      memory_order_relaxed);
+            if (helper) knit__pool_helper_release(p, run);
+        } else {
+            knit__pending_undo(p);
+        }
         knit__pool_exit(h);
         return knit__fail(KNIT_ENOMEM, "cannot allocate a future");
     }
     knit__future_setup(f, fn, arg, pl, out != NULL);
-    rc = knit__enqueue(h, p, rec, f, false);
+    f->group = g;
+    if (rc != KNIT__RUN_HERE)
+        rc = knit__enqueue(h, p, rec, f, false, &run, &helper);
     if (rc < 0) {
         knit__future_discard(f, rec);
         knit__pool_exit(h);
         return rc;
     }
     if (out != NULL) *out = f;
+    if (rc == KNIT__RUN_HERE) knit__run_here(p, rec, f, run, helper);
     knit__pool_exit(h);
     return 0;
+}
+
+int knit__submit(knit_pool *h, knit_fn fn, void *arg,
+                 const struct knit__submit_payload *pl, knit_future **out) {
+    return knit__submit_task(h, fn, arg, pl, NULL, out);
+}
+
+int knit__submit_member(struct knit_group *g, knit_fn fn, void *arg) {
+    return knit__submit_task(g->pool, fn, arg, NULL, g, NULL);
 }
 
 int knit_submit(knit_pool *h, knit_fn fn, void *arg, knit_future **out) {
@@ -592,8 +681,9 @@ void knit__continuation_schedule(knit_future *g) {
     struct knit__producer *rec = knit__producer_get(h, p);
     int rc = KNIT_ENOMEM;
     if (rec != NULL) {
-        knit__pending_acquire(h, p, rec, true);
-        rc = knit__enqueue(h, p, rec, g, true); /* ENOMEM or ESHUTDOWN, undone */
+        knit__pending_acquire(h, p, rec, true, NULL, NULL);
+        rc = knit__enqueue(h, p, rec, g, true, NULL, NULL); /* ENOMEM or
+                                                              ESHUTDOWN, undone */
     }
     if (rc < 0) {
         uint32_t expect = KNIT__F_PENDING;

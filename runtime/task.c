@@ -32,12 +32,82 @@ static void knit__settled(struct knit__pool *p, struct knit__worker *w,
     }
 }
 
+/* Calls the task's function on this thread: the task context, nesting
+ * depth, the timeline and the run counted; *task holds its failure. */
+static void *knit__task_call(struct knit__pool *p, knit_future *f,
+                             struct knit__worker *w, struct knit__producer *rec,
+                             knit_task *task) {
+    struct knit__tls *tls = knit__tls_get();
+    knit__fdq *q = &p->fdqs[tls->consumer];
+    *task = (knit_task){.pool = p, .future = f, .fdq = q};
+    task->full = task;
+    uint32_t forks_at_entry = q->head;
+    knit_task *outer = tls->current;
+    tls->current = task;
+    unsigned depth = ++tls->depth;
+    uint64_t high = atomic_load_explicit(&p->help_depth_max, memory_order_relaxed);
+    while (depth > high &&
+           !atomic_compare_exchange_weak_explicit(&p->help_depth_max, &high, depth,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+    /* The timeline: one test of a pointer constant for the pool's life. */
+    int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
+    void *result = f->fn(task, f->arg);
+    knit__fdq_check_joined(q, forks_at_entry, f->fn);
+    tls->depth--;
+    tls->current = outer;
+    /* Counted before the settle, so an awaiter that wakes sees it. */
+    knit__stat_add(w ? &w->tasks_run : &rec->helped, 1);
+    /* A task nested in another on this stack, or run by a thread that is
+     * not a worker, ran while its thread awaited: helping. */
+    if (KNIT__TL_ON(p)) {
+        tls->tl_t1 = knit__tl_task(p, w, (uintptr_t)f->fn, task->label, t0, depth,
+                                   outer != NULL || w == NULL);
+        tls->tl_t0 = t0;
+        tls->tl_tasks++;
+    }
+    if (task->failed) knit__stat_add(w ? &w->failed : &rec->failed, 1);
+    return result;
+}
+
+/* A group member (runtime/group.c): nobody else holds its record, so it
+ * needs no start CAS; its group's cancel (or the pool's) skips it. */
+static void knit__member_run(struct knit__pool *p, knit_future *f,
+                             struct knit__worker *w, struct knit__producer *rec,
+                             bool local) {
+    struct knit_group *g = f->group;
+    bool by_group = knit__group_cancelled(g);
+    if (by_group ||
+        atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
+            KNIT__POOL_CANCELLING) {
+        /* As a future's: a cancel by the user (here the group's) is a
+         * cancelled task and a skipped lane; the pool's cancel only the
+         * former. */
+        knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
+        if (by_group) knit__stat_add(w ? &w->skipped : &rec->skipped, 1);
+        knit__future_recycle(f);
+        knit__group_member_done(g, KNIT_ECANCELED, 0, NULL);
+    } else {
+        knit_task task;
+        (void)knit__task_call(p, f, w, rec, &task);
+        knit__future_recycle(f);
+        knit__group_member_done(g, task.failed ? KNIT_ETASK : 0, task.code,
+                                task.message);
+    }
+    knit__settled(p, w, local);
+}
+
 void knit__task_run(struct knit__pool *p, knit_future *f,
                     struct knit__worker *w, struct knit__producer *rec) {
     uint32_t expect = KNIT__F_PENDING;
     /* Read now: f may be freed by the unref before knit__settled. Written
      * before the push that handed us f. */
     bool local = f->counted_local;
+    if (f->group != NULL) {
+        knit__member_run(p, f, w, rec, local);
+        return;
+    }
     /* The right to run: a cancel that won this CAS first already settled
      * the future, and we only drop the lane's reference. */
     if (!atomic_compare_exchange_strong_explicit(&f->state, &expect,
@@ -58,37 +128,8 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
         knit__settled(p, w, local);
         return;
     }
-    struct knit__tls *tls = knit__tls_get();
-    knit__fdq *q = &p->fdqs[tls->consumer];
-    knit_task task = {.pool = p, .future = f, .fdq = q};
-    task.full = &task;
-    uint32_t forks_at_entry = q->head;
-    knit_task *outer = tls->current;
-    tls->current = &task;
-    unsigned depth = ++tls->depth;
-    uint64_t high = atomic_load_explicit(&p->help_depth_max, memory_order_relaxed);
-    while (depth > high &&
-           !atomic_compare_exchange_weak_explicit(&p->help_depth_max, &high, depth,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-    }
-    /* The timeline: one test of a pointer constant for the pool's life. */
-    int64_t t0 = KNIT__TL_ON(p) ? knit__now_ns() : 0;
-    void *result = f->fn(&task, f->arg);
-    knit__fdq_check_joined(q, forks_at_entry, f->fn);
-    tls->depth--;
-    tls->current = outer;
-    /* Counted before the settle, so an awaiter that wakes sees it. */
-    knit__stat_add(w ? &w->tasks_run : &rec->helped, 1);
-    /* A task nested in another on this stack, or run by a thread that is
-     * not a worker, ran while its thread awaited: helping. */
-    if (KNIT__TL_ON(p)) {
-        tls->tl_t1 = knit__tl_task(p, w, (uintptr_t)f->fn, task.label, t0, depth,
-                                   outer != NULL || w == NULL);
-        tls->tl_t0 = t0;
-        tls->tl_tasks++;
-    }
-    if (task.failed) knit__stat_add(w ? &w->failed : &rec->failed, 1);
+    knit_task task;
+    void *result = knit__task_call(p, f, w, rec, &task);
     knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
                         task.message);
     knit__future_unref(f);
@@ -97,13 +138,10 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
 
 int knit_task_fail(knit_task *task, int code, const char *fmt, ...) {
     if (task == NULL) return knit__fail(KNIT_EINVAL, "knit_task_fail: task is NULL");
-    char *msg = NULL;
-    if (fmt != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
-        if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = knit__vformat(fmt, ap);
+    va_end(ap);
     if (task->failed) free(task->message); /* else not set (a light child) */
     task->message = msg;
     task->failed = 1;
@@ -115,6 +153,9 @@ bool knit_task_cancelled(const knit_task *task) {
     if (task == NULL) return false;
     task = task->full;
     if (task->pool == NULL) return false; /* a child forked outside a task */
+    /* A group member's record has no cancel of its own: its group's. */
+    if (task->future->group != NULL && knit__group_cancelled(task->future->group))
+        return true;
     return atomic_load_explicit(&task->future->cancel, memory_order_acquire) ||
            atomic_load_explicit(&task->pool->handle->state,
                                 memory_order_acquire) == KNIT__POOL_CANCELLING;

@@ -93,6 +93,20 @@ void *wait_gate(knit_task *, void *arg) {
     return nullptr;
 }
 
+// Holds the pool's only worker in wait_gate until release_worker.
+knit_future *hold_worker(knit_pool *pool, Gate &gate) {
+    knit_future *blocker = nullptr;
+    EXPECT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
+    while (gate.entered.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+    return blocker;
+}
+
+void release_worker(Gate &gate, knit_future *blocker) {
+    gate.open.store(1, std::memory_order_release);
+    EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
+    EXPECT_EQ(0, knit_future_release(blocker));
+}
+
 knit_pool *make_pool(unsigned threads, int backpressure = KNIT_BLOCK) {
     knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
     o.threads = threads;
@@ -120,6 +134,16 @@ void expect_usable(knit_pool *pool) {
     EXPECT_EQ(0, knit_await(f, -1, &r));
     EXPECT_EQ(reinterpret_cast<void *>(77), r);
     EXPECT_EQ(0, knit_future_release(f));
+}
+
+// Every future in fs settles with a result; all are released.
+void expect_all_ran(const std::vector<knit_future *> &fs) {
+    for (knit_future *f : fs) {
+        void *r = nullptr;
+        EXPECT_EQ(0, knit_await(f, -1, &r));
+        EXPECT_NE(nullptr, r);
+        EXPECT_EQ(0, knit_future_release(f));
+    }
 }
 
 void expect_enomem(int rc) {
@@ -210,10 +234,7 @@ TEST(AllocFail, CarpetAndFutureGrowth) {
     unsigned points = walk("growth", [&](unsigned n) {
         knit_pool *pool = make_pool(1);
         Gate gate;
-        knit_future *blocker = nullptr;
-        EXPECT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
-        while (gate.entered.load(std::memory_order_acquire) == 0)
-            std::this_thread::yield();
+        knit_future *blocker = hold_worker(pool, gate);
         std::vector<knit_future *> ok;
         int failures = 0;
         knit__fault_arm(n);
@@ -236,14 +257,8 @@ TEST(AllocFail, CarpetAndFutureGrowth) {
         EXPECT_EQ(ok.size() + 1, s.submitted);
         EXPECT_EQ(ok.size(), s.pending);
         gate.open.store(1, std::memory_order_release);
-        for (knit_future *f : ok) {
-            void *r = nullptr;
-            EXPECT_EQ(0, knit_await(f, -1, &r));
-            EXPECT_NE(nullptr, r);
-            EXPECT_EQ(0, knit_future_release(f));
-        }
-        EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
-        EXPECT_EQ(0, knit_future_release(blocker));
+        expect_all_ran(ok);
+        release_worker(gate, blocker);
         expect_usable(pool);
         EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
         return fired;
@@ -477,3 +492,150 @@ TEST(AllocFail, PipelineCreate) {
 }
 
 }  // namespace
+
+// Groups (issue 13): creating a group and submitting members from a new
+// thread while the only worker is held (the group, the thread's record,
+// carpets, future slabs for the member records). A failed create leaves
+// no group; a failed member submit is not counted in the group, so the
+// wait still returns and destroy is not busy.
+void *count_member(knit_task *, void *arg) {
+    static_cast<std::atomic<int> *>(arg)->fetch_add(1);
+    return nullptr;
+}
+
+TEST(AllocFail, GroupCreateAndMembers) {
+    constexpr int kMembers = 300;
+    unsigned points = walk("group", [&](unsigned n) {
+        knit_pool *pool = make_pool(1);
+        Gate gate;
+        knit_future *blocker = hold_worker(pool, gate);
+        bool fired = false;
+        std::atomic<int> ran{0};
+        std::thread t([&] {
+            knit_group *g = reinterpret_cast<knit_group *>(1);
+            knit__fault_arm(n);
+            int rc = knit_group_create(pool, &g);
+            int ok = 0, failures = 0;
+            if (rc == 0) {
+                for (int i = 0; i < kMembers; i++) {
+                    int r = knit_group_submit(g, count_member, &ran);
+                    if (r == 0) {
+                        ok++;
+                    } else {
+                        expect_enomem(r);
+                        failures++;
+                    }
+                }
+            }
+            fired = knit__fault_fired();
+            knit__fault_arm(0);
+            if (rc != 0) {
+                expect_enomem(rc);
+                EXPECT_EQ(nullptr, g);
+                EXPECT_TRUE(fired);
+                return;
+            }
+            EXPECT_EQ(fired ? 1 : 0, failures);
+            gate.open.store(1, std::memory_order_release);
+            EXPECT_EQ(0, knit_group_wait(g, -1)) << knit_last_error();
+            EXPECT_EQ(ok, ran.load());
+            EXPECT_EQ(0, knit_group_destroy(g));
+        });
+        t.join();
+        release_worker(gate, blocker);
+        knit_pool_stats_t s = stats(pool);
+        EXPECT_EQ(s.submitted, s.completed);
+        expect_usable(pool);
+        EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
+        return fired;
+    });
+    EXPECT_GE(points, 4u);
+    std::printf("group create and members: %u allocation points\n", points);
+}
+
+// Promises from a new thread: the record, the first future slab; a
+// failure leaves no promise behind (pool destroy has nothing to reject)
+// and the next create on the same thread works.
+TEST(AllocFail, PromiseCreate) {
+    unsigned points = walk("promise", [&](unsigned n) {
+        knit_pool *pool = make_pool(1);
+        bool fired = false;
+        std::thread t([&] {
+            knit_future *f = reinterpret_cast<knit_future *>(1);
+            knit__fault_arm(n);
+            int rc = knit_promise_create(pool, &f);
+            fired = knit__fault_fired();
+            knit__fault_arm(0);
+            if (fired) {
+                expect_enomem(rc);
+                EXPECT_EQ(nullptr, f);
+                ASSERT_EQ(0, knit_promise_create(pool, &f)) << knit_last_error();
+            } else {
+                ASSERT_EQ(0, rc) << knit_last_error();
+            }
+            EXPECT_EQ(0, knit_promise_resolve(f, f));
+            void *r = nullptr;
+            EXPECT_EQ(0, knit_await(f, -1, &r));
+            EXPECT_EQ(f, r);
+            EXPECT_EQ(0, knit_future_release(f));
+        });
+        t.join();
+        EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
+        return fired;
+    });
+    EXPECT_GE(points, 2u);
+    std::printf("promise create: %u allocation points\n", points);
+}
+
+// KNIT_CALLER_RUNS at max_pending = 4 with the only worker held: after
+// four pending tasks every submit runs its task on the submitting thread.
+// A failing allocation (a future for a task to run here, or a carpet) is
+// KNIT_ENOMEM with nothing counted; every accepted task settles.
+TEST(AllocFail, CallerRuns) {
+    constexpr int kTasks = 300;
+    unsigned points = walk("caller runs", [&](unsigned n) {
+        knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+        o.threads = 1;
+        o.arena_bytes = 8 * kMiB;
+        o.max_pending = 4;
+        o.backpressure = KNIT_CALLER_RUNS;
+        knit_pool *pool = nullptr;
+        EXPECT_EQ(0, knit_pool_create(&o, &pool)) << knit_last_error();
+        Gate gate;
+        knit_future *blocker = hold_worker(pool, gate);
+        bool fired = false;
+        std::thread t([&] {
+            std::vector<knit_future *> ok;
+            int failures = 0, here = 0;
+            knit__fault_arm(n);
+            for (int i = 0; i < kTasks; i++) {
+                knit_future *f = nullptr;
+                int rc = knit_submit(pool, ret_arg, reinterpret_cast<void *>(uintptr_t(i + 1)),
+                                     &f);
+                if (rc == 0) {
+                    if (knit_future_done(f)) here++;
+                    ok.push_back(f);
+                } else {
+                    expect_enomem(rc);
+                    EXPECT_EQ(nullptr, f);
+                    failures++;
+                }
+            }
+            fired = knit__fault_fired();
+            knit__fault_arm(0);
+            EXPECT_EQ(fired ? 1 : 0, failures);
+            EXPECT_GE(here, kTasks - 4 - failures) << "tasks past the bound ran here";
+            knit_pool_stats_t s = stats(pool);
+            EXPECT_EQ(ok.size() + 1, s.submitted);
+            gate.open.store(1, std::memory_order_release);
+            expect_all_ran(ok);
+        });
+        t.join();
+        release_worker(gate, blocker);
+        expect_usable(pool);
+        EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
+        return fired;
+    });
+    EXPECT_GE(points, 3u);
+    std::printf("caller runs: %u allocation points\n", points);
+}

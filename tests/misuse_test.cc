@@ -376,9 +376,9 @@ std::vector<Case> table() {
     // ---- backpressure, max_pending ----
     t.push_back({"create_backpressure_unknown",
                  [](Env &) {
-                     return create_with([](knit_pool_options &o) { o.backpressure = 2; });
+                     return create_with([](knit_pool_options &o) { o.backpressure = 3; });
                  },
-                 KNIT_EINVAL, {"backpressure=2", "KNIT_BLOCK", "KNIT_FAIL"}});
+                 KNIT_EINVAL, {"backpressure=3", "KNIT_BLOCK", "KNIT_FAIL", "KNIT_CALLER_RUNS"}});
     t.push_back({"create_backpressure_negative",
                  [](Env &) {
                      return create_with([](knit_pool_options &o) { o.backpressure = -1; });
@@ -1426,6 +1426,203 @@ std::vector<Case> table() {
     t.push_back({"lookup_misspelled",
                  [](Env &) { return knit_sched_lookup("dekkr", "mysrc", nullptr); },
                  KNIT_EINVAL, {"mysrc must be one of", "ticket, dekker, single", "\"dekkr\""}});
+
+    // ---- groups ----
+    t.push_back({"group_create_null_pool",
+                 [](Env &) {
+                     knit_group *g = reinterpret_cast<knit_group *>(uintptr_t{0x5e47});
+                     int rc = knit_group_create(nullptr, &g);
+                     EXPECT_EQ(nullptr, g) << "a failed create clears *out";
+                     return rc;
+                 },
+                 KNIT_EINVAL, {"pool is NULL"}});
+    t.push_back({"group_create_null_out",
+                 [](Env &e) { return e.call([&] { return knit_group_create(e.shared, nullptr); }); },
+                 KNIT_EINVAL, {"knit_group_create", "out is NULL"}});
+    t.push_back({"group_create_dead_pool",
+                 [](Env &) {
+                     knit_group *g = nullptr;
+                     return knit_group_create(dead_pool(), &g);
+                 },
+                 KNIT_ESHUTDOWN, {"destroyed"}});
+    t.push_back({"group_submit_null_group",
+                 [](Env &) { return knit_group_submit(nullptr, add_one, nullptr); },
+                 KNIT_EINVAL, {"knit_group_submit", "group is NULL"}});
+    t.push_back({"group_submit_null_fn",
+                 [](Env &e) {
+                     knit_group *g = nullptr;
+                     EXPECT_EQ(0, knit_group_create(e.shared, &g));
+                     int rc = e.call([&] { return knit_group_submit(g, nullptr, nullptr); });
+                     EXPECT_EQ(0, knit_group_wait(g, 0)) << "nothing was submitted";
+                     EXPECT_EQ(0, knit_group_destroy(g));
+                     return rc;
+                 },
+                 KNIT_EINVAL, {"knit_group_submit", "fn is NULL"}});
+    t.push_back({"group_submit_cancelled",
+                 [](Env &e) {
+                     knit_group *g = nullptr;
+                     EXPECT_EQ(0, knit_group_create(e.shared, &g));
+                     EXPECT_EQ(0, knit_group_cancel(g));
+                     int rc = e.call([&] { return knit_group_submit(g, add_one, nullptr); });
+                     EXPECT_EQ(0, knit_group_destroy(g)) << "the refused member is not live";
+                     return rc;
+                 },
+                 KNIT_ECANCELED, {"knit_group_submit", "cancelled"}});
+    t.push_back({"group_submit_dead_pool",
+                 [](Env &) {
+                     knit_pool *p = make_pool();
+                     knit_group *g = nullptr;
+                     EXPECT_EQ(0, knit_group_create(p, &g));
+                     EXPECT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN));
+                     int rc = knit_group_submit(g, add_one, nullptr);
+                     std::string msg = knit_last_error();
+                     EXPECT_EQ(0, knit_group_wait(g, -1)) << "no member, no outcome";
+                     EXPECT_EQ(0, knit_group_destroy(g)) << "the refused member is not live";
+                     knit_error(rc, "%s", msg.c_str());
+                     return rc;
+                 },
+                 KNIT_ESHUTDOWN, {"destroyed"}});
+    t.push_back({"group_wait_null", [](Env &) { return knit_group_wait(nullptr, -1); },
+                 KNIT_EINVAL, {"knit_group_wait", "group is NULL"}});
+    t.push_back({"group_wait_timeout",
+                 [](Env &e) {
+                     static Gate gate;
+                     knit_group *g = nullptr;
+                     EXPECT_EQ(0, knit_group_create(e.shared, &g));
+                     EXPECT_EQ(0, knit_group_submit(g, gated, &gate));
+                     gate.wait_started();
+                     int rc = e.call([&] { return knit_group_wait(g, 0); });
+                     gate.open = true;
+                     EXPECT_EQ(0, knit_group_wait(g, -1));
+                     EXPECT_EQ(0, knit_group_destroy(g));
+                     return rc;
+                 },
+                 KNIT_ETIMEDOUT, {"knit_group_wait", "still live after 0 ns"}});
+    t.push_back({"group_wait_from_own_member",
+                 [](Env &e) {
+                     struct Probe {
+                         knit_group *g;
+                         InTask r;
+                     } probe{};
+                     EXPECT_EQ(0, knit_group_create(e.shared, &probe.g));
+                     EXPECT_EQ(0, knit_group_submit(
+                                      probe.g,
+                                      [](knit_task *, void *arg) -> void * {
+                                          auto *p = static_cast<Probe *>(arg);
+                                          p->r.record(knit_group_wait(p->g, -1));
+                                          return nullptr;
+                                      },
+                                      &probe));
+                     EXPECT_EQ(0, knit_group_wait(probe.g, -1)) << "the member did not fail";
+                     EXPECT_EQ(0, knit_group_destroy(probe.g));
+                     return e.from_task(probe.r);
+                 },
+                 KNIT_EBUSY, {"knit_group_wait", "member of the same group"}});
+    t.push_back({"group_cancel_null", [](Env &) { return knit_group_cancel(nullptr); },
+                 KNIT_EINVAL, {"knit_group_cancel", "group is NULL"}});
+    t.push_back({"group_destroy_null", [](Env &) { return knit_group_destroy(nullptr); },
+                 KNIT_EINVAL, {"knit_group_destroy", "group is NULL"}});
+    t.push_back({"group_destroy_busy",
+                 [](Env &e) {
+                     static Gate gate;
+                     knit_group *g = nullptr;
+                     EXPECT_EQ(0, knit_group_create(e.shared, &g));
+                     EXPECT_EQ(0, knit_group_submit(g, gated, &gate));
+                     gate.wait_started();
+                     int rc = e.call([&] { return knit_group_destroy(g); });
+                     gate.open = true;
+                     EXPECT_EQ(0, knit_group_wait(g, -1)) << "the group is still usable";
+                     EXPECT_EQ(0, knit_group_destroy(g));
+                     return rc;
+                 },
+                 KNIT_EBUSY, {"knit_group_destroy", "1 members are live"}});
+
+    // ---- promises ----
+    t.push_back({"promise_create_null_pool",
+                 [](Env &) {
+                     knit_future *f = kSentinelFuture;
+                     int rc = knit_promise_create(nullptr, &f);
+                     EXPECT_EQ(nullptr, f);
+                     return rc;
+                 },
+                 KNIT_EINVAL, {"pool is NULL"}});
+    t.push_back({"promise_create_null_out",
+                 [](Env &e) {
+                     return e.call([&] { return knit_promise_create(e.shared, nullptr); });
+                 },
+                 KNIT_EINVAL, {"knit_promise_create", "out is NULL"}});
+    t.push_back({"promise_create_dead_pool",
+                 [](Env &) {
+                     knit_future *f = kSentinelFuture;
+                     int rc = knit_promise_create(dead_pool(), &f);
+                     EXPECT_EQ(nullptr, f);
+                     return rc;
+                 },
+                 KNIT_ESHUTDOWN, {"destroyed"}});
+    t.push_back({"promise_resolve_null",
+                 [](Env &) { return knit_promise_resolve(nullptr, nullptr); }, KNIT_EINVAL,
+                 {"knit_promise_resolve", "future is NULL"}});
+    t.push_back({"promise_reject_null",
+                 [](Env &) { return knit_promise_reject(nullptr, 1, "x"); }, KNIT_EINVAL,
+                 {"knit_promise_reject", "future is NULL"}});
+    t.push_back({"promise_resolve_twice",
+                 [](Env &e) {
+                     knit_future *f = nullptr;
+                     EXPECT_EQ(0, knit_promise_create(e.shared, &f));
+                     EXPECT_EQ(0, knit_promise_resolve(f, &e));
+                     int rc = e.call([&] { return knit_promise_resolve(f, nullptr); });
+                     void *r = nullptr;
+                     EXPECT_EQ(0, knit_await(f, 0, &r));
+                     EXPECT_EQ(&e, r) << "the first settle stands";
+                     EXPECT_EQ(0, knit_future_release(f));
+                     return rc;
+                 },
+                 KNIT_EALREADY, {"knit_promise_resolve", "already settled"}});
+    t.push_back({"promise_reject_after_resolve",
+                 [](Env &e) {
+                     knit_future *f = nullptr;
+                     EXPECT_EQ(0, knit_promise_create(e.shared, &f));
+                     EXPECT_EQ(0, knit_promise_resolve(f, nullptr));
+                     int rc = e.call([&] { return knit_promise_reject(f, 2, "late"); });
+                     EXPECT_EQ(0, knit_await(f, 0, nullptr)) << "the first settle stands";
+                     EXPECT_EQ(0, knit_future_release(f));
+                     return rc;
+                 },
+                 KNIT_EALREADY, {"knit_promise_reject", "already settled"}});
+    t.push_back({"promise_resolve_cancelled",
+                 [](Env &e) {
+                     knit_future *f = nullptr;
+                     EXPECT_EQ(0, knit_promise_create(e.shared, &f));
+                     EXPECT_EQ(0, knit_future_cancel(f));
+                     int rc = e.call([&] { return knit_promise_resolve(f, nullptr); });
+                     EXPECT_EQ(KNIT_ECANCELED, knit_await(f, 0, nullptr));
+                     EXPECT_EQ(0, knit_future_release(f));
+                     knit_error(rc, "%s", e.msg.c_str());
+                     return rc;
+                 },
+                 KNIT_EALREADY, {"knit_promise_resolve", "already settled"}});
+    t.push_back({"promise_resolve_task_future",
+                 [](Env &e) {
+                     knit_future *f = nullptr;
+                     EXPECT_EQ(0, knit_submit(e.shared, add_one, nullptr, &f));
+                     EXPECT_EQ(0, knit_await(f, -1, nullptr)); // counters settle first
+                     int rc = e.call([&] { return knit_promise_resolve(f, nullptr); });
+                     void *r = nullptr;
+                     EXPECT_EQ(0, knit_await(f, 0, &r)) << "the task's outcome stands";
+                     EXPECT_EQ(1u, reinterpret_cast<uintptr_t>(r));
+                     EXPECT_EQ(0, knit_future_release(f));
+                     return rc;
+                 },
+                 KNIT_EINVAL, {"knit_promise_resolve", "not a promise"}});
+    t.push_back({"promise_reject_released",
+                 [](Env &e) {
+                     knit_future *f = nullptr;
+                     EXPECT_EQ(0, knit_promise_create(e.shared, &f));
+                     EXPECT_EQ(0, knit_promise_resolve(f, nullptr));
+                     EXPECT_EQ(0, knit_future_release(f));
+                     return e.call([&] { return knit_promise_reject(f, 1, "x"); });
+                 },
+                 KNIT_EALREADY, {"knit_promise_reject", "released"}});
     return t;
 }
 

@@ -73,10 +73,11 @@ typedef struct workload {
 static const workload WORKLOADS[] = {
     {"rtt", {"knit", "tbb", "glib", "uv"}, {NULL}, 0},
     {"throughput-1", {"knit", "tbb", "omp", "glib", "uv"}, {NULL}, 0},
+    {"throughput-1-caller-runs", {"knit", "omp"}, {NULL}, 0},
     {"throughput-4", {"knit", "tbb", "glib"}, {NULL}, 0},
     {"fib", {"knit", "tbb", "omp", "serial"}, {"fib", "fib-task"}, 0},
     {"skynet", {"knit", "tbb", "omp", "serial"}, {NULL}, 0},
-    {"pipeline", {"knit", "tbb"}, {NULL}, 0},
+    {"pipeline", {"knit", "tbb", "serial"}, {NULL}, 0},
     {"reduce", {"knit", "tbb", "omp", "serial"}, {NULL}, 0},
     {"pgzip", {"knit", "pigz"}, {NULL}, 0},
     {"pgzip-libdeflate", {"knit"}, {NULL}, 1},
@@ -89,14 +90,15 @@ static const workload WORKLOADS[] = {
 
 /* Display order of the result rows. */
 static const char *const ROW_ORDER[] = {
-    "rtt",      "throughput-1", "throughput-4", "fib",        "fib-task",
-    "skynet",   "pipeline",     "reduce",       "pgzip",      "pgzip-libdeflate",
-    "pgzip-isal", "idle",       "wake",         "floor-line", "floor-futex",
+    "rtt",      "throughput-1", "throughput-1-caller-runs", "throughput-4", "fib",
+    "fib-task", "skynet",       "pipeline",     "reduce",       "pgzip",
+    "pgzip-libdeflate", "pgzip-isal", "idle", "wake",       "floor-line",
+    "floor-futex",
 };
 #define NROW_ORDER (sizeof ROW_ORDER / sizeof ROW_ORDER[0])
 
 static const char *const RUNTIME_ORDER[] = {"knit", "tbb", "omp", "glib", "uv", "pigz",
-                                            "serial", "machine"};
+                                            "serial", "limit", "machine"};
 #define NRUNTIME_ORDER (sizeof RUNTIME_ORDER / sizeof RUNTIME_ORDER[0])
 
 enum kind { K_KNIT, K_PEER, K_BASE };
@@ -239,6 +241,7 @@ static void usage(FILE *f) {
             "  --threads N      worker threads for every runtime (default 2)\n"
             "  --reps R         repetitions per row and runtime (default 5; quick 3)\n"
             "  --rows LIST      only these rows (comma-separated): rtt,throughput-1,\n"
+            "                   throughput-1-caller-runs,\n"
             "                   throughput-4,fib,skynet,pipeline,reduce,pgzip,\n"
             "                   pgzip-libdeflate,pgzip-isal,idle,wake,floor\n"
             "  --runtimes LIST  only these runtimes: knit,tbb,omp,glib,uv,pigz,serial,machine\n"
@@ -973,6 +976,8 @@ static const target TARGETS[] = {
     {"rtt", "machine", "floor-line", 1.3, 1, "<= 1.3x the cache-line round trip"},
     {"throughput-1", NULL, NULL, 2, 0, ">= 2x the best peer"},
     {"throughput-4", NULL, NULL, 2, 0, ">= 2x the best peer"},
+    {"throughput-1-caller-runs", "omp", "throughput-1-caller-runs", 1, 0,
+     ">= OpenMP (KNIT_CALLER_RUNS, 64 x threads)"},
     {"fib", "tbb", "fib", 0.5, 1, "<= 0.5x TBB's time"},
     {"skynet", "tbb", "skynet", 0.5, 1, "<= 0.5x TBB's time"},
     {"pipeline", "tbb", "pipeline", 1, 0, ">= TBB's GiB/s"},

@@ -32,15 +32,30 @@ static void check_task_errors(const char *row) {
     if (rc != 0) wu_die("%s: a task saw error %d (%s)", row, rc, knit_strerror(rc));
 }
 
-static knit_pool *make_pool(void) {
+/* A pool of O.threads workers under O.variant with the given bound and
+ * backpressure (0, KNIT_BLOCK: the defaults). */
+static knit_pool *make_pool_bounded(size_t max_pending, int backpressure) {
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
     po.threads = O.threads;
     po.sched = O.variant;
+    po.max_pending = max_pending;
+    po.backpressure = backpressure;
     knit_pool *pool = NULL;
     int rc = knit_pool_create(&po, &pool);
     if (rc != 0) wu_die("knit_pool_create(threads=%u, sched=%s): %s", O.threads, O.variant,
                         knit_last_error());
     return pool;
+}
+
+static knit_pool *make_pool(void) { return make_pool_bounded(0, KNIT_BLOCK); }
+
+/* O with variant "<sched><suffix>" (written into name[cap], which must
+ * outlive the results): how a row reports a second way of running it. */
+static wu_opts suffixed_opts(char *name, size_t cap, const char *suffix) {
+    snprintf(name, cap, "%.16s%s", O.variant, suffix);
+    wu_opts o = O;
+    o.variant = name;
+    return o;
 }
 
 static void destroy_pool(knit_pool *pool) {
@@ -98,27 +113,74 @@ static void submit_await_n(knit_pool *pool, knit_future **fs, unsigned n, uintpt
     for (unsigned i = 0; i < n; i++) await_one(fs[i], (void *)(base + i), row);
 }
 
-static void row_tp1(void) {
-    knit_pool *pool = make_pool();
+/* The group variant of the throughput rows, reported as "<sched>+group":
+ * the same empty tasks submitted to one knit_group (no future each), then
+ * one knit_group_wait. */
+static wu_opts group_opts(void) {
+    static char name[24];
+    return suffixed_opts(name, sizeof name, "+group");
+}
+
+static void submit_group_n(knit_group *g, unsigned n, uintptr_t base, const char *row) {
+    for (unsigned i = 0; i < n; i++) {
+        int rc = knit_group_submit(g, empty_task, (void *)(base + i));
+        if (rc != 0) wu_die("%s: knit_group_submit: %s", row, knit_last_error());
+    }
+    int rc = knit_group_wait(g, -1);
+    if (rc != 0) wu_die("%s: knit_group_wait: %s", row, knit_last_error());
+}
+
+/* throughput-1 on `pool`: n empty tasks from this thread, with futures
+ * (variant O.variant) and in a group (O.variant+group), alternating. */
+static void tp1_on(knit_pool *pool, const char *row) {
     unsigned n = WU_TP1_N(O.quick);
     knit_future **fs = malloc(n * sizeof *fs);
     if (fs == NULL) wu_die("out of memory");
+    wu_opts go = group_opts();
     for (unsigned rep = 0; rep <= O.reps; rep++) {
         wu_reset();
         int64_t t0 = wu_now_ns();
-        submit_await_n(pool, fs, n, 1, "throughput-1");
+        submit_await_n(pool, fs, n, 1, row);
         int64_t t1 = wu_now_ns();
-        wu_check_count("throughput-1", n);
+        wu_check_count(row, n);
         if (rep > 0)
-            wu_result(&O, "throughput-1", rep, n / ((double)(t1 - t0) * 1e-9) / 1e6,
-                      "Mtasks/s", "higher");
+            wu_result(&O, row, rep, n / ((double)(t1 - t0) * 1e-9) / 1e6, "Mtasks/s",
+                      "higher");
+        knit_group *g = NULL;
+        if (knit_group_create(pool, &g) != 0)
+            wu_die("%s: knit_group_create: %s", row, knit_last_error());
+        wu_reset();
+        t0 = wu_now_ns();
+        submit_group_n(g, n, 1, row);
+        t1 = wu_now_ns();
+        wu_check_count(row, n);
+        if (knit_group_destroy(g) != 0)
+            wu_die("%s: knit_group_destroy: %s", row, knit_last_error());
+        if (rep > 0)
+            wu_result(&go, row, rep, n / ((double)(t1 - t0) * 1e-9) / 1e6, "Mtasks/s",
+                      "higher");
     }
     free(fs);
+}
+
+static void row_tp1(void) {
+    knit_pool *pool = make_pool();
+    tp1_on(pool, "throughput-1");
+    destroy_pool(pool);
+}
+
+/* throughput-1 with KNIT_CALLER_RUNS at max_pending = 64 x threads: past
+ * the bound the submitting thread runs the task itself, as libgomp runs a
+ * task undeferred once 64 x threads are queued (omp_work's same row). */
+static void row_tp1_caller_runs(void) {
+    knit_pool *pool = make_pool_bounded(64 * (size_t)O.threads, KNIT_CALLER_RUNS);
+    tp1_on(pool, "throughput-1-caller-runs");
     destroy_pool(pool);
 }
 
 typedef struct tp4_arg {
     knit_pool *pool;
+    knit_group *group; /* the +group variant: every submitter's members */
     pthread_barrier_t *start;
     unsigned index;
 } tp4_arg;
@@ -126,38 +188,53 @@ typedef struct tp4_arg {
 static void *tp4_submitter(void *p) {
     tp4_arg *a = p;
     unsigned n = WU_TP4_PER(O.quick);
-    knit_future **fs = malloc(n * sizeof *fs);
-    if (fs == NULL) wu_die("out of memory");
+    knit_future **fs = a->group == NULL ? malloc(n * sizeof *fs) : NULL;
+    if (a->group == NULL && fs == NULL) wu_die("out of memory");
     pthread_barrier_wait(a->start);
-    submit_await_n(a->pool, fs, n, 1 + (uintptr_t)a->index * n, "throughput-4");
+    if (a->group != NULL)
+        submit_group_n(a->group, n, 1 + (uintptr_t)a->index * n, "throughput-4");
+    else
+        submit_await_n(a->pool, fs, n, 1 + (uintptr_t)a->index * n, "throughput-4");
     free(fs);
     return NULL;
 }
 
+/* One throughput-4 run: WU_TP4_THREADS submitters, with futures or (g
+ * set) all into group g, each waiting for it. Returns the rate. */
+static double tp4_run(knit_pool *pool, knit_group *g) {
+    unsigned per = WU_TP4_PER(O.quick);
+    wu_reset();
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, WU_TP4_THREADS + 1);
+    pthread_t th[WU_TP4_THREADS];
+    tp4_arg args[WU_TP4_THREADS];
+    for (unsigned i = 0; i < WU_TP4_THREADS; i++) {
+        args[i] = (tp4_arg){pool, g, &start, i};
+        if (pthread_create(&th[i], NULL, tp4_submitter, &args[i]) != 0)
+            wu_die("pthread_create failed");
+    }
+    pthread_barrier_wait(&start);
+    int64_t t0 = wu_now_ns();
+    for (unsigned i = 0; i < WU_TP4_THREADS; i++) pthread_join(th[i], NULL);
+    int64_t t1 = wu_now_ns();
+    pthread_barrier_destroy(&start);
+    wu_check_count("throughput-4", (uint64_t)per * WU_TP4_THREADS);
+    return (double)per * WU_TP4_THREADS / ((double)(t1 - t0) * 1e-9) / 1e6;
+}
+
 static void row_tp4(void) {
     knit_pool *pool = make_pool();
-    unsigned per = WU_TP4_PER(O.quick);
+    wu_opts go = group_opts();
     for (unsigned rep = 0; rep <= O.reps; rep++) {
-        wu_reset();
-        pthread_barrier_t start;
-        pthread_barrier_init(&start, NULL, WU_TP4_THREADS + 1);
-        pthread_t th[WU_TP4_THREADS];
-        tp4_arg args[WU_TP4_THREADS];
-        for (unsigned i = 0; i < WU_TP4_THREADS; i++) {
-            args[i] = (tp4_arg){pool, &start, i};
-            if (pthread_create(&th[i], NULL, tp4_submitter, &args[i]) != 0)
-                wu_die("pthread_create failed");
-        }
-        pthread_barrier_wait(&start);
-        int64_t t0 = wu_now_ns();
-        for (unsigned i = 0; i < WU_TP4_THREADS; i++) pthread_join(th[i], NULL);
-        int64_t t1 = wu_now_ns();
-        pthread_barrier_destroy(&start);
-        wu_check_count("throughput-4", (uint64_t)per * WU_TP4_THREADS);
-        if (rep > 0)
-            wu_result(&O, "throughput-4", rep,
-                      (double)per * WU_TP4_THREADS / ((double)(t1 - t0) * 1e-9) / 1e6,
-                      "Mtasks/s", "higher");
+        double rate = tp4_run(pool, NULL);
+        if (rep > 0) wu_result(&O, "throughput-4", rep, rate, "Mtasks/s", "higher");
+        knit_group *g = NULL;
+        if (knit_group_create(pool, &g) != 0)
+            wu_die("throughput-4: knit_group_create: %s", knit_last_error());
+        rate = tp4_run(pool, g);
+        if (knit_group_destroy(g) != 0)
+            wu_die("throughput-4: knit_group_destroy: %s", knit_last_error());
+        if (rep > 0) wu_result(&go, "throughput-4", rep, rate, "Mtasks/s", "higher");
     }
     destroy_pool(pool);
 }
@@ -209,10 +286,7 @@ static void row_fib(void) {
  * futures, reported as variant "<sched>+frames". */
 static wu_opts frames_opts(void) {
     static char name[24];
-    snprintf(name, sizeof name, "%.16s+frames", O.variant);
-    wu_opts o = O;
-    o.variant = name;
-    return o;
+    return suffixed_opts(name, sizeof name, "+frames");
 }
 
 static void *fib_frames_task(knit_task *t, void *arg) {
@@ -577,6 +651,7 @@ int main(int argc, char **argv) {
     if (strcmp(O.variant, "-") == 0) O.variant = knit_sched_default_name();
     if (wu_is(&O, "rtt")) row_rtt();
     else if (wu_is(&O, "throughput-1")) row_tp1();
+    else if (wu_is(&O, "throughput-1-caller-runs")) row_tp1_caller_runs();
     else if (wu_is(&O, "throughput-4")) row_tp4();
     else if (wu_is(&O, "fib")) row_fib();
     else if (wu_is(&O, "skynet")) row_skynet();

@@ -49,6 +49,7 @@ const char *knit_version(void);
 typedef struct knit_pool knit_pool;
 typedef struct knit_future knit_future;
 typedef struct knit_task knit_task; /* context of a running task */
+typedef struct knit_group knit_group; /* a task group (see "groups") */
 
 /* A task: returns its result (any pointer; NULL is fine). `task` is valid
  * only during the call. */
@@ -60,6 +61,16 @@ typedef void *(*knit_fn)(knit_task *task, void *arg);
 enum knit_backpressure {
     KNIT_BLOCK = 0, /* a submit at the bound waits (a task helps instead) */
     KNIT_FAIL = 1,  /* a submit at the bound returns KNIT_EAGAIN */
+    /* A submit at the bound (or with every carpet full) runs the task
+     * itself, on the submitting thread, before it returns (Java's
+     * CallerRunsPolicy, libgomp's undeferred tasks): its future settles
+     * as usual and its continuations are scheduled; a group member counts
+     * in its group. Running a task takes one of the pool's 2 helper ids
+     * (a task's forks need one); an outside thread that finds both in use
+     * waits as KNIT_BLOCK would, then tries again. Inside a task (whose
+     * subtasks normally go to its deque) it runs nested on the task's
+     * stack. A full payload arena (knit_submit_copy) waits as KNIT_BLOCK. */
+    KNIT_CALLER_RUNS = 2,
 };
 
 enum knit_destroy_how {
@@ -80,7 +91,7 @@ typedef struct knit_pool_options {
     const char *sched;     /* discipline; NULL: $KNIT_SCHED, else "ticket" */
     unsigned region_lanes; /* 0: default (8; dekker: as many as fit) */
     size_t max_pending;    /* tasks submitted and not yet started; 0: 65536 */
-    int backpressure;      /* KNIT_BLOCK (default) or KNIT_FAIL */
+    int backpressure;      /* KNIT_BLOCK (default), KNIT_FAIL, KNIT_CALLER_RUNS */
     unsigned spin;         /* idle polls before a worker parks; 0: default */
     int64_t await_spin_ns; /* how long an outside await spins/helps before it
                               parks; 0: default (50 us); < 0: never spins */
@@ -167,6 +178,86 @@ int knit_future_release(knit_future *f);
 /* True once the future has settled (never blocks). */
 bool knit_future_done(const knit_future *f);
 
+/* ---- promises ----
+ *
+ * A promise is a future that no task settles: the program settles it,
+ * from any thread, when an outside event completes (an I/O completion, an
+ * MPI request, another event loop's callback). knit_await, await_all,
+ * await_any, then, cancel and release work on it as on any future.
+ *
+ * At knit_pool_destroy (either mode) every promise still unsettled is
+ * rejected with KNIT_ECANCELED ("the pool was destroyed before the promise
+ * was settled") right after outside submits start failing, before the
+ * drain, so a task awaiting one cannot hold destroy up; continuations
+ * chained on it are then treated like every other continuation at that
+ * point: KNIT_DRAIN runs them (knit_task_antecedent reads
+ * KNIT_ECANCELED), KNIT_CANCEL settles them as KNIT_ECANCELED unrun. A
+ * settle that loses that race returns KNIT_EALREADY. */
+
+/* A new unsettled promise in *out (the caller releases it as any future).
+ * KNIT_EINVAL, KNIT_ENOMEM, KNIT_ESHUTDOWN (also while the pool is being
+ * destroyed, even from inside a task). */
+int knit_promise_create(knit_pool *pool, knit_future **out);
+/* Settles the promise with a result: awaiters get 0 and `result`.
+ * KNIT_EALREADY if it was settled (resolved, rejected, cancelled, or
+ * rejected by pool destroy) or its handle released; KNIT_EINVAL for NULL
+ * or a future that is not a promise. */
+int knit_promise_resolve(knit_future *f, void *result);
+/* Settles the promise as failed: awaiters get KNIT_ETASK with `code` and
+ * the message, as for a task that called knit_task_fail (fmt may be
+ * NULL). Same errors as knit_promise_resolve. */
+int knit_promise_reject(knit_future *f, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- groups ----
+ *
+ * A task group (oneTBB's task_group, Go's errgroup): submit any number of
+ * tasks without keeping a future each, then wait for all of them.
+ *
+ *   knit_group *g;
+ *   knit_group_create(pool, &g);
+ *   for (i = 0; i < n; i++) knit_group_submit(g, work, &items[i]);
+ *   int rc = knit_group_wait(g, -1);   // 0, KNIT_ETASK, KNIT_ECANCELED
+ *   knit_group_destroy(g);
+ *
+ * A member costs what a detached knit_submit costs plus one atomic add to
+ * the group's count when submitted and one when it finishes. Any thread,
+ * and any task (a member too: its group's), may submit at any time; the
+ * group's outcome is the first failure among its members (or its cancel),
+ * and it is kept: a failure does not stop the other members (call
+ * knit_group_cancel for that), and every later wait returns it again.
+ * Members submitted by another thread while a wait runs may or may not be
+ * waited for: a wait returns at a moment when the group had no live
+ * member. */
+
+/* A new empty group on `pool`. KNIT_EINVAL, KNIT_ENOMEM, KNIT_ESHUTDOWN. */
+int knit_group_create(knit_pool *pool, knit_group **out);
+/* Submits fn(task, arg) as a member: no future. The pool's backpressure
+ * applies (KNIT_EAGAIN under KNIT_FAIL; KNIT_CALLER_RUNS runs it here).
+ * KNIT_ECANCELED once the group was cancelled (nothing submitted),
+ * KNIT_EINVAL, KNIT_ESHUTDOWN, KNIT_ENOMEM. */
+int knit_group_submit(knit_group *g, knit_fn fn, void *arg);
+/* Waits until the group has no live member (timeout_ns < 0: no limit; 0:
+ * just test) and returns its outcome: 0; KNIT_ETASK, the first failure
+ * (knit_last_error() has "task failed (code N): message"); KNIT_ECANCELED
+ * (cancelled by knit_group_cancel, or a member cancelled by
+ * knit_pool_destroy(KNIT_CANCEL)); or KNIT_ETIMEDOUT. Runs the pool's
+ * tasks while it waits, as knit_await does, so it nests inside tasks. May
+ * be called again, from several threads, any number of times (each waits
+ * for the members live then and returns the outcome so far); once the
+ * pool is destroyed it still reports the outcome. A member waiting for
+ * its own group would wait for itself: KNIT_EBUSY. */
+int knit_group_wait(knit_group *g, int64_t timeout_ns);
+/* Cancels: members that have not started never run (each counts as
+ * finished), running ones see knit_task_cancelled() turn true, and later
+ * knit_group_submit calls fail with KNIT_ECANCELED. The group's outcome
+ * becomes KNIT_ECANCELED unless a failure came first. Returns at once
+ * (knit_group_wait waits for the running members). 0, KNIT_EINVAL. */
+int knit_group_cancel(knit_group *g);
+/* Frees the group. KNIT_EBUSY (nothing freed) while a member is live or
+ * another thread is inside knit_group_wait/cancel on it. KNIT_EINVAL. */
+int knit_group_destroy(knit_group *g);
+
 /* ---- inside a task ---- */
 
 /* Marks the running task failed with a user code (any int) and a message;
@@ -174,7 +265,8 @@ bool knit_future_done(const knit_future *f);
  * may `return (void *)(intptr_t)knit_task_fail(...)` or just return NULL. */
 int knit_task_fail(knit_task *task, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* True when the task was asked to stop (knit_future_cancel, pool cancel). */
+/* True when the task was asked to stop (knit_future_cancel, its group's
+ * knit_group_cancel, pool cancel). */
 bool knit_task_cancelled(const knit_task *task);
 knit_pool *knit_task_pool(const knit_task *task);
 /* Names the running task in the pool's timeline (until it returns);

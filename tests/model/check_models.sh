@@ -108,6 +108,11 @@ fork_deque 2 BUG_SLOT_REUSE     fail safety -DFIX=0
 fork_deque 2 BUG_SHRINK_STORE   fail safety -DBUG=1
 fork_deque 2 BUG_RESET_NOCAS    fail safety -DBUG=2
 fork_deque 2 BUG_CELL_FIRST     fail safety -DBUG=3
+group_wait 1 ok                 pass safety -DNM=1
+group_wait 2 ok                 pass safety -DNM=2
+group_wait 3 ok                 pass safety -DNM=3
+group_wait 2 BUG_PLAIN_DROP     fail safety -DNM=2 -DBUG_PLAIN_DROP
+group_wait 2 BUG_WATCHED_FIRST  fail safety -DNM=2 -DBUG_WATCHED_FIRST
 LIST
 )
 

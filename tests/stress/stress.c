@@ -123,6 +123,8 @@ static struct config {
     uint64_t seed;
     size_t arena_mb, max_pending;
     double progress, hang;
+    double groups, promises; /* rates of group and promise rounds */
+    bool caller_runs;        /* KNIT_CALLER_RUNS instead of KNIT_BLOCK */
 } cfg = {
     .producers = 3,
     .workers = 2,
@@ -143,6 +145,9 @@ static struct config {
     .max_pending = 0,
     .progress = 0,
     .hang = 60,
+    .groups = 0.002,
+    .promises = 0.004,
+    .caller_runs = false,
 };
 
 static char g_cmdline[1024]; /* for the reproducing command in messages */
@@ -208,6 +213,9 @@ static struct counters {
     _Atomic uint64_t moved_freed;    /* ... freed by their free_fn */
     _Atomic uint64_t recs_live;      /* task records not yet freed */
     _Atomic uint64_t awaited;        /* outcomes checked by an awaiter */
+    _Atomic uint64_t groups;         /* group rounds (knit_group_*) */
+    _Atomic uint64_t members;        /* members submitted to them */
+    _Atomic uint64_t promises;       /* promise rounds (knit_promise_*) */
 } C;
 
 static inline void cnt_add(_Atomic uint64_t *c, uint64_t v) {
@@ -1219,14 +1227,208 @@ static void complete(struct producer *pr, struct sub *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* ---- group rounds: a group of members, some failing, some adding members
+ * to their own group, maybe cancelled midway; the wait's outcome and the
+ * counts must agree with what the members did. ---- */
+struct group_round {
+    knit_group *g;
+    uint64_t id;
+    _Atomic uint64_t slots, submitted, ran, failed;
+};
+
+static void *task_member(knit_task *t, void *arg);
+
+/* A member's argument: the round and the member's own number. Members
+ * never outlive the round's wait, so these live in the round's array. */
+struct member_arg {
+    struct group_round *round;
+    uint64_t n;
+};
+
+#define ROUND_MEMBERS 96
+
+struct group_round_args {
+    struct group_round round;
+    struct member_arg args[ROUND_MEMBERS];
+};
+
+static void member_submit(struct group_round_args *ga, bool nested) {
+    /* A slot of its own (never reused: a refused member leaves a hole). */
+    uint64_t n = atomic_fetch_add_explicit(&ga->round.slots, 1, memory_order_relaxed);
+    if (n >= ROUND_MEMBERS) return;
+    ga->args[n].round = &ga->round;
+    ga->args[n].n = n;
+    /* Counted before the submit (undone if refused): a member may finish
+     * before knit_group_submit returns, and quiescence checks finished <=
+     * submitted. */
+    cnt_add(&C.submitted, 1);
+    atomic_fetch_add_explicit(&ga->round.submitted, 1, memory_order_relaxed);
+    int rc = knit_group_submit(ga->round.g, task_member, &ga->args[n]);
+    /* Only a cancelled group refuses a member here (no KNIT_FAIL pool). */
+    CHECK(rc == 0 || rc == KNIT_ECANCELED, "knit_group_submit: %d (%s)", rc,
+          knit_last_error());
+    if (rc != 0) {
+        atomic_fetch_sub_explicit(&C.submitted, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&ga->round.submitted, 1, memory_order_relaxed);
+        return;
+    }
+    cnt_add(&C.members, 1);
+    if (nested) cnt_add(&C.nested, 1);
+}
+
+static void *task_member(knit_task *t, void *arg) {
+    struct member_arg *m = arg;
+    struct group_round *round = m->round;
+    /* The array that holds m: the round is its first member. */
+    struct group_round_args *ga = (struct group_round_args *)(void *)round;
+    cnt_add(&C.runs, 1);
+    atomic_fetch_add_explicit(&round->ran, 1, memory_order_relaxed);
+    uint64_t h = mix64(round->id ^ (m->n * GOLDEN));
+    if ((double)(h >> 11) / 9007199254740992.0 < cfg.nest) member_submit(ga, true);
+    if (knit_task_cancelled(t)) cnt_add(&C.saw_cancel, 1);
+    if ((double)(mix64(h) >> 11) / 9007199254740992.0 < cfg.fail) {
+        atomic_fetch_add_explicit(&round->failed, 1, memory_order_relaxed);
+        cnt_add(&C.failures, 1);
+        knit_task_fail(t, (int)(m->n + 1), "member %" PRIu64 " of group %#" PRIx64,
+                       m->n, round->id);
+    }
+    task_done();
+    return NULL;
+}
+
+static void group_round(uint64_t id, rng *r) {
+    struct group_round_args *ga = calloc(1, sizeof *ga);
+    CHECK(ga != NULL, "out of memory");
+    ga->round.id = id;
+    int rc = knit_group_create(g_pool, &ga->round.g);
+    CHECK(rc == 0, "knit_group_create: %d (%s)", rc, knit_last_error());
+    unsigned k = (unsigned)rng_range(r, 1, ROUND_MEMBERS / 2);
+    bool cancel = rng_unit(r) < cfg.cancel * 4;
+    for (unsigned i = 0; i < k; i++) {
+        if (cancel && i == k / 2) CHECK(knit_group_cancel(ga->round.g) == 0, "cancel");
+        member_submit(ga, false);
+    }
+    rc = knit_group_wait(ga->round.g, -1);
+    /* relaxed: the wait ordered every member's writes before it. */
+    uint64_t sub = atomic_load_explicit(&ga->round.submitted, memory_order_relaxed);
+    uint64_t ran = atomic_load_explicit(&ga->round.ran, memory_order_relaxed);
+    uint64_t failed = atomic_load_explicit(&ga->round.failed, memory_order_relaxed);
+    CHECK(ran <= sub, "group %#" PRIx64 ": %" PRIu64 " members ran, %" PRIu64
+          " submitted", id, ran, sub);
+    if (!cancel)
+        CHECK(ran == sub && rc == (failed ? KNIT_ETASK : 0),
+              "group %#" PRIx64 ": wait %d (%s), %" PRIu64 " of %" PRIu64
+              " ran, %" PRIu64 " failed", id, rc, knit_last_error(), ran, sub, failed);
+    else
+        CHECK(rc == KNIT_ECANCELED || (rc == KNIT_ETASK && failed > 0),
+              "cancelled group %#" PRIx64 ": wait %d (%s)", id, rc, knit_last_error());
+    if (rc == KNIT_ETASK)
+        CHECK(strstr(knit_last_error(), "of group") != NULL,
+              "group failure message: %s", knit_last_error());
+    /* Members cancelled before they ran count as cancelled tasks. */
+    cnt_add(&C.cancels_ok, sub - ran);
+    /* A second wait reports the same outcome. */
+    int again = knit_group_wait(ga->round.g, 0);
+    CHECK(again == rc, "group %#" PRIx64 ": second wait %d, first %d", id, again, rc);
+    rc = knit_group_destroy(ga->round.g);
+    CHECK(rc == 0, "knit_group_destroy: %d (%s)", rc, knit_last_error());
+    cnt_add(&C.groups, 1);
+    free(ga);
+}
+
+/* ---- promise rounds: a task settles a promise the producer awaits (or a
+ * cancel races it), a continuation follows the promise. ---- */
+struct promise_round {
+    knit_future *p;
+    uint64_t id;
+    bool reject;
+    int settle_rc; /* what the settling task got */
+    _Atomic int cont_rc;
+};
+
+static void *task_settle(knit_task *t, void *arg) {
+    (void)t;
+    struct promise_round *pr = arg;
+    cnt_add(&C.runs, 1);
+    pr->settle_rc = pr->reject ? knit_promise_reject(pr->p, 7, "promise %#" PRIx64, pr->id)
+                               : knit_promise_resolve(pr->p, (void *)(uintptr_t)pr->id);
+    task_done();
+    return NULL;
+}
+
+static void *task_promise_cont(knit_task *t, void *arg) {
+    struct promise_round *pr = arg;
+    cnt_add(&C.runs, 1);
+    void *res = NULL;
+    int rc = knit_task_antecedent(t, &res);
+    CHECK(rc != 0 || res == (void *)(uintptr_t)pr->id,
+          "promise continuation: result %p", res);
+    /* release: pairs with the producer's acquire load after it awaited
+     * this continuation's future. */
+    atomic_store_explicit(&pr->cont_rc, rc, memory_order_release);
+    task_done();
+    return NULL;
+}
+
+static void promise_round(uint64_t id, rng *r) {
+    struct promise_round pr = {NULL, id, rng_unit(r) < 0.3, 1, 1};
+    int rc = knit_promise_create(g_pool, &pr.p);
+    CHECK(rc == 0, "knit_promise_create: %d (%s)", rc, knit_last_error());
+    knit_future *cont = NULL, *settler = NULL;
+    /* Counted first: each may finish before its call returns. */
+    cnt_add(&C.submitted, 2);
+    cnt_add(&C.conts, 1);
+    cnt_add(&C.top, 1);
+    CHECK(knit_future_then(pr.p, task_promise_cont, &pr, &cont) == 0, "then: %s",
+          knit_last_error());
+    CHECK(knit_submit(g_pool, task_settle, &pr, &settler) == 0, "submit: %s",
+          knit_last_error());
+    int cancel_rc = 1;
+    if (rng_unit(r) < 0.25) cancel_rc = knit_future_cancel(pr.p); /* races it */
+    void *res = NULL;
+    rc = knit_await(pr.p, -1, &res);
+    /* Kept now: the awaits below may run other tasks on this thread
+     * (helping), which set its last error. */
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s", rc < 0 ? knit_last_error() : "");
+    CHECK(knit_await(settler, -1, NULL) == 0, "settler: %s", knit_last_error());
+    if (cancel_rc == 0) {
+        CHECK(rc == KNIT_ECANCELED && pr.settle_rc == KNIT_EALREADY,
+              "promise %#" PRIx64 " cancelled: await %d, settle %d", id, rc,
+              pr.settle_rc);
+    } else {
+        CHECK(cancel_rc == 1 || cancel_rc == KNIT_EALREADY, "promise cancel: %d",
+              cancel_rc);
+        CHECK(pr.settle_rc == 0, "promise settle: %d", pr.settle_rc);
+        CHECK(pr.reject ? rc == KNIT_ETASK && strstr(msg, "(code 7)")
+                        : rc == 0 && res == (void *)(uintptr_t)id,
+              "promise %#" PRIx64 ": await %d (%s)", id, rc, msg);
+    }
+    CHECK(knit_await(cont, -1, NULL) == 0, "promise continuation: %s",
+          knit_last_error());
+    /* acquire: pairs with the continuation's release store. */
+    CHECK(atomic_load_explicit(&pr.cont_rc, memory_order_acquire) == rc,
+          "promise continuation saw %d, the awaiter %d", pr.cont_rc, rc);
+    knit_future_release(settler);
+    knit_future_release(cont);
+    knit_future_release(pr.p);
+    cnt_add(&C.promises, 1);
+}
+
 /* Submits tasks [from, to) of pr's quota keeping at most w in flight, then
  * completes them all. */
 static void producer_segment(struct producer *pr, uint64_t from, uint64_t to,
                              unsigned w) {
     unsigned head = 0, count = 0;
+    rng gr = {cfg.seed ^ mix64(0x6A0u + pr->index) ^ from};
     for (uint64_t seq = from; seq < to; seq++) {
         if (cfg.seconds > 0 && now_ns() >= g_end_ns) break; /* time is up */
         uint64_t id = ((uint64_t)(pr->index + 1) << 40) | seq;
+        /* Now and then a group or a promise round, between the futures
+         * still in flight (mixed with them, cancels and failures). */
+        double u = rng_unit(&gr);
+        if (u < cfg.groups) group_round(id, &gr);
+        else if (u < cfg.groups + cfg.promises) promise_round(id, &gr);
         struct plan p = make_plan(id, 0, false);
         size_t need = p.kind == K_ARENA || p.kind == K_BINARY ? p.len : 0;
         while (count == w || (count > 0 && pr->held + need > arena_budget)) {
@@ -1494,6 +1696,7 @@ static void usage(FILE *out) {
             "              [--nest R] [--depth D] [--then R] [--window N] [--churn N]\n"
             "              [--seed S]\n"
             "              [--arena-mb N] [--max-pending N] [--progress S] [--hang S]\n"
+            "              [--groups R] [--promises R] [--backpressure block|caller-runs]\n"
             "defaults: 3 producers, 2 workers, ticket, %u tasks, mix 10,25,20,20,25,\n"
             "max-size 1M, cancel/fail/timeout/nest 0.05, depth 3, then 0.03,\n"
             "window 32, seed 1, arena 64 MiB, hang 60 s. See the top of stress.c.\n",
@@ -1608,6 +1811,17 @@ static void parse_args(int argc, char **argv) {
             if (cfg.arena_mb < 8 || cfg.arena_mb > 65536) bad_arg(name, v);
         } else if (strcmp(name, "--max-pending") == 0) {
             cfg.max_pending = (size_t)parse_u64(name, v);
+        } else if (strcmp(name, "--groups") == 0) {
+            cfg.groups = parse_double(name, v, 0, 1);
+        } else if (strcmp(name, "--promises") == 0) {
+            cfg.promises = parse_double(name, v, 0, 1);
+        } else if (strcmp(name, "--backpressure") == 0) {
+            if (strcmp(v, "caller-runs") == 0)
+                cfg.caller_runs = true;
+            else if (strcmp(v, "block") == 0)
+                cfg.caller_runs = false;
+            else
+                bad_arg(name, v);
         } else if (strcmp(name, "--progress") == 0) {
             cfg.progress = parse_double(name, v, 0, 1e6);
         } else if (strcmp(name, "--hang") == 0) {
@@ -1633,6 +1847,7 @@ int main(int argc, char **argv) {
     o.threads = cfg.workers;
     o.sched = cfg.sched;
     o.max_pending = cfg.max_pending;
+    o.backpressure = cfg.caller_runs ? KNIT_CALLER_RUNS : KNIT_BLOCK;
     o.arena_bytes = cfg.arena_mb << 20;
     /* every payload must fit: max_payload defaults to arena_bytes / 4 */
     if (cfg.max_size > o.arena_bytes / 4) {
@@ -1729,6 +1944,8 @@ int main(int argc, char **argv) {
            ") failures=%" PRIu64 " timeouts=%" PRIu64 " abandoned=%" PRIu64
            " helped=%" PRIu64 " help_depth_max=%" PRIu64 " arena_high=%.1fMiB"
            " carpets=%" PRIu64 " (spare %" PRIu64 ", moved %" PRIu64 ")"
+           " groups=%" PRIu64 " (members %" PRIu64 ") promises=%" PRIu64
+           " backpressure=%s"
            " elapsed=%.2fs (submitting %.2fs)\n",
            cfg.sched, cfg.seed, cnt_get(&C.submitted), cnt_get(&C.top),
            cnt_get(&C.nested), cnt_get(&C.conts), cnt_get(&C.runs),
@@ -1738,6 +1955,8 @@ int main(int argc, char **argv) {
            cnt_get(&C.cancels_busy), cnt_get(&C.saw_cancel), cnt_get(&C.cancels_late),
            cnt_get(&C.failures), cnt_get(&C.timeouts), cnt_get(&C.abandoned),
            st.helped, st.help_depth_max, (double)st.arena_high / (1 << 20),
-           st.carpets, st.carpets_spare, st.carpets_moved, secs, submit_secs);
+           st.carpets, st.carpets_spare, st.carpets_moved, cnt_get(&C.groups),
+           cnt_get(&C.members), cnt_get(&C.promises),
+           cfg.caller_runs ? "caller-runs" : "block", secs, submit_secs);
     return 0;
 }
