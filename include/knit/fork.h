@@ -54,12 +54,14 @@ typedef void *(*knit_fn)(knit_task *task, void *arg);
 /* Frames one worker holds unjoined before a fork runs its child at once. */
 #define KNIT_FORK_DEPTH 4096
 
-/* A complete type so it can live on the stack; its fields are private. */
+/* A complete type so it can live on the stack; its fields are private.
+ * Pointer-sized words, not bytes: a char array would make GCC's
+ * -fstack-protector put a stack canary in every function that forks. */
 typedef struct knit_frame {
     union {
         void *align_p_;
         uint64_t align_u_;
-        unsigned char bytes_[72];
+        void *words_[9];
     } private_;
 } knit_frame;
 
