@@ -356,22 +356,11 @@ static __attribute__((noinline)) int knit__join_slow(knit_task *task,
 
 int knit_join(knit_task *task, knit_frame *frame, void **result) {
     struct knit__frame *f = knit__fr(frame);
-    knit__fdq *q;
-    /* The fast path: the newest frame of this task's deque, never shared
-     * (split only grows when the owner shares). Plain and relaxed
-     * accesses to the owner's own lines; every cell below head holds a
-     * live frame, so f == cells[h] also rules out a NULL, stale or
-     * never-forked frame. */
-    if (__builtin_expect(task != NULL && (q = task->fdq) != NULL, 1)) {
-        uint32_t h = q->head - 1;
-        if (__builtin_expect(h < KNIT_FORK_DEPTH && h >= q->split &&
-                                 atomic_load_explicit(&q->cells[h],
-                                                      memory_order_relaxed) == f &&
-                                 f->parent == task,
-                             1)) {
-            q->head = h;
-            return knit__join_call(task, q, f, result);
-        }
+    /* The fast path, the same test as the inline join's (<knit/fork.h>). */
+    knit__fdq *q = knit__join_private_top(task, f);
+    if (__builtin_expect(q != NULL, 1)) {
+        q->head--;
+        return knit__join_call(task, q, f, result);
     }
     return knit__join_slow(task, f, result);
 }

@@ -181,13 +181,12 @@ knit__fork_fast(knit_task *task, knit_frame *frame, knit_fn fn, void *arg) {
     return (knit_fork)(task, frame, fn, arg);
 }
 
-/* The join of the common case: the newest frame of this task's deque,
- * never shared (split only grows when the owner shares); every cell below
- * head is a live frame, so f == cells[h] also rules out a NULL, joined or
- * never-forked frame. The child runs here as a light task. */
-static inline __attribute__((always_inline)) int
-knit__join_fast(knit_task *task, knit_frame *frame, void **result) {
-    struct knit__frame *f = (struct knit__frame *)(void *)frame;
+/* The deque of task if f is its newest frame and was never shared (split
+ * only grows when the owner shares), else NULL. Every cell below head is a
+ * live frame, so f == cells[h] also rules out a NULL, joined or
+ * never-forked frame. Plain and relaxed accesses to the owner's lines. */
+static inline __attribute__((always_inline)) knit__fdq *
+knit__join_private_top(knit_task *task, struct knit__frame *f) {
     knit__fdq *q;
     if (__builtin_expect(task != NULL && (q = task->fdq) != NULL, 1)) {
         uint32_t h = q->head - 1u;
@@ -195,25 +194,36 @@ knit__join_fast(knit_task *task, knit_frame *frame, void **result) {
                                  atomic_load_explicit(&q->cells[h],
                                                       memory_order_relaxed) == f &&
                                  f->parent == task,
-                             1)) {
-            q->head = h;
-            knit_task child;
-            child.full = task->full;
-            child.fdq = q;
-            child.failed = 0;
-            void *r = f->fn(&child, f->arg);
-            if (__builtin_expect(!child.failed, 1)) {
-                if (result != NULL) *result = r;
-                return 0;
-            }
-            /* Failed (rare): hand the outcome over as a frame run at its
-             * fork; the library's join reports it and frees the message. */
-            f->code = KNIT_ETASK;
-            f->task_code = child.code;
-            f->message = child.message;
-            f->inl = KNIT__FR_INLINE;
-            return (knit_join)(task, frame, result);
+                             1))
+            return q;
+    }
+    return NULL;
+}
+
+/* The join of the common case (see knit__join_private_top): pops the
+ * frame and runs the child here as a light task. */
+static inline __attribute__((always_inline)) int
+knit__join_fast(knit_task *task, knit_frame *frame, void **result) {
+    struct knit__frame *f = (struct knit__frame *)(void *)frame;
+    knit__fdq *q = knit__join_private_top(task, f);
+    if (__builtin_expect(q != NULL, 1)) {
+        q->head--;
+        knit_task child;
+        child.full = task->full;
+        child.fdq = q;
+        child.failed = 0;
+        void *r = f->fn(&child, f->arg);
+        if (__builtin_expect(!child.failed, 1)) {
+            if (result != NULL) *result = r;
+            return 0;
         }
+        /* Failed (rare): hand the outcome over as a frame run at its
+         * fork; the library's join reports it and frees the message. */
+        f->code = KNIT_ETASK;
+        f->task_code = child.code;
+        f->message = child.message;
+        f->inl = KNIT__FR_INLINE;
+        return (knit_join)(task, frame, result);
     }
     return (knit_join)(task, frame, result);
 }
