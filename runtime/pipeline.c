@@ -20,8 +20,20 @@
  * stages never wait for a seq that will not come), and the last step
  * frees whatever buffer the item holds: each item is freed exactly once.
  *
+ * With KNIT_PIPELINE_INPUT_IN_TASKS the input runs in pool tasks instead
+ * (oneTBB's way): one input task exists at a time (`in_state`, under the
+ * pipeline lock). It calls the input once; with an item and room for
+ * another it submits the next input task first, so another worker reads
+ * the next item meanwhile, then runs the item's stages itself while the
+ * item is still in its cache. Without room it leaves the input IDLE, and
+ * the finish that makes room submits the next input task. When a submit
+ * fails (the pool shutting down, no memory) the input becomes DRIVER: the
+ * thread in knit_pipeline_run calls it, in its own loop (never recursing
+ * through the finishes that would otherwise chain input after input).
+ *
  * Returning: knit_pipeline_run waits until no item is in flight AND no
- * item task is still running (`active`): the task that finishes the last
+ * item or input task is still running (`active`) or queued (`in_state`
+ * QUEUED): the task that finishes the last
  * item may still be inside a stage's drain loop, touching the queue, and
  * the caller may destroy the pipeline as soon as run returns. A task
  * counts itself in `active` before it can finish any item and leaves it
@@ -36,6 +48,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,10 +78,19 @@ struct knit__stage_q {
     struct knit__item *head, *tail; /* serial: FIFO */
 };
 
+/* KNIT_PIPELINE_INPUT_IN_TASKS: where the input is (pipeline lock). */
+enum knit__input_state {
+    KNIT__IN_IDLE,   /* not queued: waits for room (or the pipeline ended) */
+    KNIT__IN_QUEUED, /* one input task is submitted or running */
+    KNIT__IN_DRIVER, /* a submit failed: knit_pipeline_run calls it next */
+    KNIT__IN_DONE,   /* the input returned 0 or < 0, or the pipeline stopped */
+};
+
 struct knit_pipeline {
     knit_pool *pool;
     knit_input_fn input;
     void *input_ctx;
+    unsigned flags; /* KNIT_PIPELINE_* */
     knit_stage stages[KNIT__MAX_STAGES];
     struct knit__stage_q q[KNIT__MAX_STAGES];
     size_t nstages, cap;
@@ -80,7 +102,9 @@ struct knit_pipeline {
     pthread_cond_t cv;  /* in_flight went down */
     struct knit__item *free_items;
     size_t in_flight;
-    _Atomic size_t active; /* item tasks running (see "Returning") */
+    _Atomic size_t active; /* item and input tasks running ("Returning") */
+    enum knit__input_state in_state; /* INPUT_IN_TASKS only */
+    uint64_t next_seq;               /* INPUT_IN_TASKS: the next item's seq */
     int code;           /* the first failure */
     char msg[512];
     knit_pipeline_stats stats;
@@ -103,6 +127,8 @@ static void knit__pl_fail(struct knit_pipeline *pl, int code, const char *where,
     atomic_store_explicit(&pl->stopping, 1, memory_order_release);
 }
 
+static void knit__input_schedule(struct knit_pipeline *pl);
+
 static void knit__item_finish(struct knit__item *it) {
     struct knit_pipeline *pl = it->pl;
     knit_buf_free(&it->buf);
@@ -116,8 +142,14 @@ static void knit__item_finish(struct knit__item *it) {
     pl->in_flight--;
     if (pl->tlp != NULL)
         knit__tl_self(pl->tlp, KNIT__TL_INFLIGHT, -1, pl->in_flight, pl->tl_id, 0);
+    /* INPUT_IN_TASKS: the input waited for this room. */
+    bool resume = pl->in_state == KNIT__IN_IDLE &&
+                  (pl->flags & KNIT_PIPELINE_INPUT_IN_TASKS) &&
+                  !atomic_load_explicit(&pl->stopping, memory_order_acquire);
+    if (resume) pl->in_state = KNIT__IN_QUEUED;
     pthread_cond_broadcast(&pl->cv);
     pthread_mutex_unlock(&pl->mu);
+    if (resume) knit__input_schedule(pl);
 }
 
 static void knit__item_advance(struct knit__item *it);
@@ -230,17 +262,123 @@ static void knit__item_advance(struct knit__item *it) {
     knit__item_finish(it);
 }
 
+/* Takes a free item and numbers it as the input's next (pipeline lock
+ * held; there is room, so a free item exists). */
+static struct knit__item *knit__item_take(struct knit_pipeline *pl) {
+    struct knit__item *it = pl->free_items;
+    pl->free_items = it->next;
+    memset(&it->buf, 0, sizeof it->buf);
+    return it;
+}
+
+/* The input produced `it` (pipeline lock held): it is in flight. */
+static void knit__item_start(struct knit_pipeline *pl, struct knit__item *it,
+                             uint64_t seq) {
+    it->seq = seq;
+    it->stage = 0;
+    it->dropped = false;
+    pl->in_flight++;
+    if (pl->tlp != NULL)
+        knit__tl_self(pl->tlp, KNIT__TL_INFLIGHT, -1, pl->in_flight, pl->tl_id, 0);
+    pl->stats.items++;
+    if (pl->in_flight > pl->stats.max_in_flight)
+        pl->stats.max_in_flight = pl->in_flight;
+}
+
+/* The input returned rc <= 0 for `it` (pipeline lock held, released and
+ * taken again): whatever it left in the buffer is freed, and a failure
+ * recorded. */
+static void knit__item_unused(struct knit_pipeline *pl, struct knit__item *it,
+                              int rc, uint64_t seq) {
+    knit_buf_free(&it->buf);
+    it->next = pl->free_items;
+    pl->free_items = it;
+    if (rc < 0) {
+        pthread_mutex_unlock(&pl->mu);
+        knit__pl_fail(pl, rc, "input", seq);
+        pthread_mutex_lock(&pl->mu);
+    }
+}
+
+/* INPUT_IN_TASKS: one call of the input, by the one input task (or the
+ * driver, in_state DRIVER), then the item's stages right here. */
+static void knit__input_step(struct knit_pipeline *pl) {
+    pthread_mutex_lock(&pl->mu);
+    if (atomic_load_explicit(&pl->stopping, memory_order_acquire)) {
+        pl->in_state = KNIT__IN_DONE;
+        pthread_cond_broadcast(&pl->cv);
+        pthread_mutex_unlock(&pl->mu);
+        return;
+    }
+    struct knit__item *it = knit__item_take(pl);
+    uint64_t seq = pl->next_seq;
+    pthread_mutex_unlock(&pl->mu);
+    /* The pipeline lock's release (here) and acquire (by the next input
+     * call, on whichever thread) order the input's own state from call to
+     * call, as if one thread made them all. */
+    int rc = pl->input(pl->input_ctx, &it->buf);
+    pthread_mutex_lock(&pl->mu);
+    if (rc <= 0) {
+        knit__item_unused(pl, it, rc, seq);
+        pl->in_state = KNIT__IN_DONE;
+        pthread_cond_broadcast(&pl->cv);
+        pthread_mutex_unlock(&pl->mu);
+        return;
+    }
+    pl->next_seq = seq + 1;
+    knit__item_start(pl, it, seq);
+    bool again = pl->in_flight < pl->cap &&
+                 !atomic_load_explicit(&pl->stopping, memory_order_acquire);
+    pl->in_state = again ? KNIT__IN_QUEUED : KNIT__IN_IDLE;
+    pthread_mutex_unlock(&pl->mu);
+    if (again) knit__input_schedule(pl);
+    knit__item_advance(it);
+}
+
+static void *knit__input_task(knit_task *task, void *arg) {
+    struct knit_pipeline *pl = arg;
+    knit_task_label(task, "pipeline input");
+    /* As an item task: it runs even when the pool cancels (always_run),
+     * and a pool cancel stops the pipeline. */
+    if (knit_task_cancelled(task)) knit_pipeline_cancel(pl);
+    /* Relaxed: as in knit__item_task. */
+    atomic_fetch_add_explicit(&pl->active, 1, memory_order_relaxed);
+    knit__input_step(pl);
+    pthread_mutex_lock(&pl->mu);
+    atomic_fetch_sub_explicit(&pl->active, 1, memory_order_relaxed);
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+    return NULL;
+}
+
+/* Submits the input task (in_state is QUEUED, set by the caller under the
+ * lock). If the pool takes no task, the driver calls the input instead. */
+static void knit__input_schedule(struct knit_pipeline *pl) {
+    struct knit__submit_payload always = {NULL, 0, NULL, KNIT__PAY_NONE, true};
+    if (knit__submit(pl->pool, knit__input_task, pl, &always, NULL) == 0) return;
+    pthread_mutex_lock(&pl->mu);
+    pl->in_state = KNIT__IN_DRIVER;
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+}
+
 int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
                          knit_pipeline **out) {
     if (out == NULL) return knit__fail(KNIT_EINVAL, "pipeline: out is NULL");
     *out = NULL;
     if (pool == NULL || o == NULL)
         return knit__fail(KNIT_EINVAL, "pipeline: NULL %s", pool ? "options" : "pool");
-    if (o->size != sizeof(knit_pipeline_options))
+    /* A program built before `flags` existed passes the shorter size. */
+    size_t before_flags = offsetof(knit_pipeline_options, flags);
+    if (o->size != sizeof(knit_pipeline_options) && o->size != before_flags)
         return knit__fail(KNIT_EINVAL,
                           "pipeline options.size=%zu, expected %zu: initialise "
                           "with KNIT_PIPELINE_OPTIONS_INIT",
                           o->size, sizeof(knit_pipeline_options));
+    unsigned flags = o->size > before_flags ? o->flags : 0;
+    if (flags & ~KNIT_PIPELINE_INPUT_IN_TASKS)
+        return knit__fail(KNIT_EINVAL, "pipeline: unknown flags 0x%x",
+                          flags & ~KNIT_PIPELINE_INPUT_IN_TASKS);
     if (o->input == NULL) return knit__fail(KNIT_EINVAL, "pipeline: no input function");
     if (o->stages == NULL || o->nstages == 0 || o->nstages > KNIT__MAX_STAGES)
         return knit__fail(KNIT_EINVAL, "pipeline: nstages=%zu must be 1..%u%s",
@@ -278,6 +416,8 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
     pl->pool = pool;
     pl->input = o->input;
     pl->input_ctx = o->input_ctx;
+    pl->flags = flags;
+    pl->in_state = KNIT__IN_IDLE;
     pl->nstages = o->nstages;
     pl->cap = cap;
     pl->items = items;
@@ -307,7 +447,9 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
     return 0;
 }
 
-/* Waits until `ready` holds for the pipeline (lock held on return). A
+/* Waits (lock held, and held on return) for room for another item
+ * (`for_room`), else for the end: nothing in flight, running or queued;
+ * with INPUT_IN_TASKS also for an input the driver must call (DRIVER). A
  * consumer of the pool (a task) runs other tasks instead of blocking. */
 static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
     struct knit__tls *tls = knit__tls_get();
@@ -319,9 +461,11 @@ static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
         bool ready = for_room ? pl->in_flight < pl->cap ||
                                     atomic_load_explicit(&pl->stopping,
                                                          memory_order_acquire)
-                              : pl->in_flight == 0 &&
-                                    atomic_load_explicit(&pl->active,
-                                                         memory_order_relaxed) == 0;
+                              : pl->in_state == KNIT__IN_DRIVER ||
+                                    (pl->in_flight == 0 &&
+                                     pl->in_state != KNIT__IN_QUEUED &&
+                                     atomic_load_explicit(&pl->active,
+                                                          memory_order_relaxed) == 0);
         if (ready) {
             if (stall >= 0) knit__tl_self(p, KNIT__TL_STALL, stall, 0, pl->tl_id, 0);
             return;
@@ -351,41 +495,39 @@ int knit_pipeline_run(knit_pipeline *pl) {
         return knit__fail(KNIT_EALREADY, "pipeline: already run");
     }
     pl->ran = true;
-    for (uint64_t seq = 0;; seq++) {
-        knit__pl_wait(pl, true);
-        if (atomic_load_explicit(&pl->stopping, memory_order_acquire)) break;
-        struct knit__item *it = pl->free_items;
-        pl->free_items = it->next;
+    if (pl->flags & KNIT_PIPELINE_INPUT_IN_TASKS) {
+        pl->in_state = KNIT__IN_QUEUED;
         pthread_mutex_unlock(&pl->mu);
-        memset(&it->buf, 0, sizeof it->buf);
-        int rc = pl->input(pl->input_ctx, &it->buf);
+        knit__input_schedule(pl);
         pthread_mutex_lock(&pl->mu);
-        if (rc <= 0) {
-            /* No item: whatever the input left in the buffer is freed. */
-            knit_buf_free(&it->buf);
-            it->next = pl->free_items;
-            pl->free_items = it;
-            if (rc < 0) {
-                pthread_mutex_unlock(&pl->mu);
-                knit__pl_fail(pl, rc, "input", seq);
-                pthread_mutex_lock(&pl->mu);
-            }
-            break;
+        for (;;) {
+            knit__pl_wait(pl, false);
+            if (pl->in_state != KNIT__IN_DRIVER) break;
+            /* The pool took no input task: call the input here. */
+            pl->in_state = KNIT__IN_QUEUED;
+            pthread_mutex_unlock(&pl->mu);
+            knit__input_step(pl);
+            pthread_mutex_lock(&pl->mu);
         }
-        it->seq = seq;
-        it->stage = 0;
-        it->dropped = false;
-        pl->in_flight++;
-        if (pl->tlp != NULL)
-            knit__tl_self(pl->tlp, KNIT__TL_INFLIGHT, -1, pl->in_flight, pl->tl_id, 0);
-        pl->stats.items++;
-        if (pl->in_flight > pl->stats.max_in_flight)
-            pl->stats.max_in_flight = pl->in_flight;
-        pthread_mutex_unlock(&pl->mu);
-        knit__item_dispatch(it);
-        pthread_mutex_lock(&pl->mu);
+    } else {
+        for (uint64_t seq = 0;; seq++) {
+            knit__pl_wait(pl, true);
+            if (atomic_load_explicit(&pl->stopping, memory_order_acquire)) break;
+            struct knit__item *it = knit__item_take(pl);
+            pthread_mutex_unlock(&pl->mu);
+            int rc = pl->input(pl->input_ctx, &it->buf);
+            pthread_mutex_lock(&pl->mu);
+            if (rc <= 0) {
+                knit__item_unused(pl, it, rc, seq);
+                break;
+            }
+            knit__item_start(pl, it, seq);
+            pthread_mutex_unlock(&pl->mu);
+            knit__item_dispatch(it);
+            pthread_mutex_lock(&pl->mu);
+        }
+        knit__pl_wait(pl, false);
     }
-    knit__pl_wait(pl, false);
     int code = pl->code;
     char msg[sizeof pl->msg];
     memcpy(msg, pl->msg, sizeof msg);

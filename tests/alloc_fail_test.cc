@@ -491,6 +491,50 @@ TEST(AllocFail, PipelineCreate) {
     EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
 }
 
+// KNIT_PIPELINE_INPUT_IN_TASKS: a submit of the input task that fails
+// (every allocation point the calling thread reaches in the run: its
+// producer record, its futures, its carpets) is absorbed: the calling
+// thread calls the input itself, and the run still ends with every item
+// through every stage. A fresh thread each time, so its first submit
+// reaches every point again.
+TEST(AllocFail, PipelineInputInTasksSurvivesFailedSubmits) {
+    knit_pool *pool = make_pool(2);
+    knit_stage stages[2] = {
+        {KNIT_STAGE_PARALLEL, touch, nullptr},
+        {KNIT_STAGE_SERIAL_IN_ORDER, touch, nullptr},
+    };
+    unsigned points = walk("knit_pipeline_run with the input in tasks", [&](unsigned n) {
+        bool fired = false;
+        std::thread driver([&] {
+            int left = 50;
+            knit_pipeline_options o = KNIT_PIPELINE_OPTIONS_INIT;
+            o.input = count_input;
+            o.input_ctx = &left;
+            o.stages = stages;
+            o.nstages = 2;
+            o.flags = KNIT_PIPELINE_INPUT_IN_TASKS;
+            knit_pipeline *pl = nullptr;
+            ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
+            knit__fault_arm(n);
+            int rc = knit_pipeline_run(pl);
+            fired = knit__fault_fired();
+            knit__fault_arm(0);
+            EXPECT_EQ(0, rc) << knit_last_error();
+            knit_pipeline_stats ps;
+            EXPECT_EQ(0, knit_pipeline_stats_get(pl, &ps));
+            EXPECT_EQ(50u, ps.items);
+            EXPECT_EQ(50u, ps.completed);
+            EXPECT_EQ(0, left);
+            knit_pipeline_destroy(pl);
+        });
+        driver.join();
+        return fired;
+    });
+    EXPECT_GE(points, 1u);
+    expect_usable(pool);
+    EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
+}
+
 }  // namespace
 
 // Groups (issue 13): creating a group and submitting members from a new

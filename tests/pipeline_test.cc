@@ -7,12 +7,14 @@
 // item, option validation, run twice, a pipeline inside a task on one
 // worker, concurrent pipelines, tiny max_pending, cancel racing the end,
 // the pool destroyed (DRAIN / CANCEL) under a running pipeline; both
-// disciplines, 1 and 2 workers.
+// disciplines, 1 and 2 workers, the input on the calling thread and in
+// pool tasks (KNIT_PIPELINE_INPUT_IN_TASKS): one call at a time either way.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cinttypes>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +41,10 @@ constexpr uint64_t kScale = 1;
 #endif
 
 using Clock = std::chrono::steady_clock;
+
+// The options.flags every pipeline of the running test gets (the fixture
+// sets it from its parameter; tests run one at a time).
+unsigned g_flags = 0;
 
 using knit_test::Pool;
 
@@ -99,6 +105,10 @@ struct Harness {
     std::vector<std::atomic<void *>> current; // by id: the buffer the item holds now
 
     std::atomic<uint64_t> input_calls{0};
+    std::thread::id driver;                      // the thread in knit_pipeline_run
+    bool driver_is_worker = false;               // ... is a worker of the pool
+    std::atomic<uint64_t> driver_calls{0};       // input calls on that thread
+    std::atomic<int> input_active{0}, input_overlaps{0}; // calls at once
     std::atomic<uint64_t> calls_after_end{0}; // calls after it returned 0 or < 0
     std::atomic<bool> ended{false};
     std::atomic<uint64_t> produced{0}, freed{0};
@@ -120,7 +130,16 @@ struct Harness {
 
     static int input(void *ctx, knit_buf *item) {
         auto *h = static_cast<Harness *>(ctx);
+        if (h->input_active.fetch_add(1) != 0) h->input_overlaps++;
+        int rc = h->input_body(item);
+        h->input_active--;
+        return rc;
+    }
+
+    int input_body(knit_buf *item) {
+        Harness *h = this;
         h->input_calls++;
+        if (std::this_thread::get_id() == h->driver) h->driver_calls++;
         if (h->ended.load()) h->calls_after_end++;
         random_sleep(h->input_sleep_us);
         uint64_t id = h->produced.load();
@@ -174,6 +193,13 @@ struct Harness {
         for (uint64_t i = 0; i < produced.load(); i++) bad += recs[i].frees.load() != 1;
         EXPECT_EQ(0u, bad) << "input items not freed exactly once";
         EXPECT_EQ(0u, calls_after_end.load()) << "the input was called after it ended";
+        EXPECT_EQ(0, input_overlaps.load()) << "two input calls ran at once";
+        if (driver == std::thread::id() || driver_is_worker) return; // not known / not apart
+        if (g_flags & KNIT_PIPELINE_INPUT_IN_TASKS)
+            EXPECT_EQ(0u, driver_calls.load()) << "the input ran on the calling thread";
+        else
+            EXPECT_EQ(input_calls.load(), driver_calls.load())
+                << "the input ran off the calling thread";
     }
 };
 
@@ -264,6 +290,7 @@ knit_pipeline_options make_options(Harness &h, std::vector<knit_stage> &ks,
     o.stages = ks.data();
     o.nstages = ks.size();
     o.max_in_flight = max_in_flight;
+    o.flags = g_flags;
     return o;
 }
 
@@ -284,6 +311,7 @@ Result run(knit_pool *pool, Harness &h, const std::vector<Stage *> &stages, size
         return r;
     }
     if (started) started(pl);
+    h.driver = std::this_thread::get_id();
     auto t0 = Clock::now();
     r.rc = knit_pipeline_run(pl);
     r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -307,10 +335,12 @@ void expect_quiescent(const Harness &h, const std::vector<Stage *> &stages, cons
     }
 }
 
-using Config = std::tuple<const char *, unsigned>; // sched, workers
+using Config = std::tuple<const char *, unsigned, unsigned>; // sched, workers, flags
 
 class Pipeline : public ::testing::TestWithParam<Config> {
   protected:
+    void SetUp() override { g_flags = std::get<2>(GetParam()); }
+    void TearDown() override { g_flags = 0; }
     const char *sched() const { return std::get<0>(GetParam()); }
     unsigned workers() const { return std::get<1>(GetParam()); }
 };
@@ -683,6 +713,7 @@ TEST_P(Pipeline, InputFailsAfterFillingItem) {
     o.stages = ks.data();
     o.nstages = 1;
     o.max_in_flight = 2;
+    o.flags = g_flags;
     knit_pipeline *pl = nullptr;
     ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
     EXPECT_EQ(-31, knit_pipeline_run(pl));
@@ -876,6 +907,12 @@ TEST_P(Pipeline, OptionsValidation) {
     o.size = 0;
     expect_einval(o, "size 0");
     o = good;
+    o.flags = 2;
+    expect_einval(o, "unknown flag 2");
+    o = good;
+    o.flags = KNIT_PIPELINE_INPUT_IN_TASKS | (1u << 31);
+    expect_einval(o, "unknown flag 1 << 31");
+    o = good;
     o.size = sizeof(knit_pipeline_options) - 1;
     expect_einval(o, "size too small");
     o = good;
@@ -913,6 +950,68 @@ TEST_P(Pipeline, OptionsValidation) {
     expect_quiescent(h, {&a}, r);
 }
 
+// A program built before options.flags existed passes the shorter size:
+// accepted, and its input runs on the calling thread (flags read as 0,
+// whatever follows the struct in its memory).
+TEST(PipelineOptions, SizeFromBeforeFlagsIsAccepted) {
+    Pool pool(2, "ticket");
+    Harness h(100);
+    Stage a(&h, 0, KNIT_STAGE_PARALLEL);
+    Stage b(&h, 1, KNIT_STAGE_SERIAL_IN_ORDER);
+    std::vector<knit_stage> ks;
+    knit_pipeline_options o = make_options(h, ks, {&a, &b}, 4);
+    o.size = offsetof(knit_pipeline_options, flags);
+    o.flags = 0xdead; // past the old struct: never read
+    knit_pipeline *pl = nullptr;
+    ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
+    h.driver = std::this_thread::get_id();
+    EXPECT_EQ(0, knit_pipeline_run(pl)) << knit_last_error();
+    knit_pipeline_destroy(pl);
+    EXPECT_EQ(100u, h.input_calls.load() - 1); // 100 items, then the 0
+    EXPECT_EQ(h.input_calls.load(), h.driver_calls.load()) << "the input ran off the calling thread";
+    h.expect_all_freed_once();
+    EXPECT_EQ(100u, b.calls.load());
+}
+
+// With KNIT_PIPELINE_INPUT_IN_TASKS the input runs on the pool's workers,
+// one call at a time, and the worker that read an item runs its parallel
+// stage itself (nothing else is in flight to take it: max_in_flight 1).
+TEST(PipelineOptions, InputInTasksRunsItemOnTheReadingWorker) {
+    Pool pool(2, "ticket");
+    struct Ctx {
+        uint64_t next = 0;
+        std::thread::id reader[64];
+        std::atomic<int> mismatches{0};
+        static int input(void *p, knit_buf *item) {
+            auto *c = static_cast<Ctx *>(p);
+            if (c->next == 64) return 0;
+            c->reader[c->next++] = std::this_thread::get_id();
+            *item = knit_buf{nullptr, 0, nullptr, nullptr};
+            return 1;
+        }
+        static int stage(void *p, uint64_t seq, knit_buf *) {
+            auto *c = static_cast<Ctx *>(p);
+            if (c->reader[seq] != std::this_thread::get_id()) c->mismatches++;
+            return 0;
+        }
+    } ctx;
+    knit_stage ks[1] = {{KNIT_STAGE_PARALLEL, &Ctx::stage, &ctx}};
+    knit_pipeline_options o = KNIT_PIPELINE_OPTIONS_INIT;
+    o.input = &Ctx::input;
+    o.input_ctx = &ctx;
+    o.stages = ks;
+    o.nstages = 1;
+    o.max_in_flight = 1;
+    o.flags = KNIT_PIPELINE_INPUT_IN_TASKS;
+    knit_pipeline *pl = nullptr;
+    ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
+    EXPECT_EQ(0, knit_pipeline_run(pl)) << knit_last_error();
+    knit_pipeline_destroy(pl);
+    EXPECT_EQ(64u, ctx.next); // the pipeline lock orders the input's state across workers
+    EXPECT_EQ(0, ctx.mismatches.load());
+    for (uint64_t i = 0; i < 64; i++) EXPECT_NE(std::this_thread::get_id(), ctx.reader[i]);
+}
+
 TEST(PipelineShutdown, CreateOnDestroyedPoolIsEshutdown) {
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
     po.threads = 1;
@@ -936,7 +1035,8 @@ TEST(PipelineShutdown, CreateOnDestroyedPoolIsEshutdown) {
 // runs in a child process (a death test), so a crash or a run that never
 // returns fails this test alone. Returns the child's exit code: 0 when
 // every check passed.
-int destroy_pool_during_run(int how) {
+int destroy_pool_during_run(int how, unsigned flags) {
+    g_flags = flags;
     const char *name = how == KNIT_DRAIN ? "KNIT_DRAIN" : "KNIT_CANCEL";
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
     po.threads = 2;
@@ -965,7 +1065,8 @@ int destroy_pool_during_run(int how) {
         int rc = 1;
     };
     auto run_state = std::make_shared<Run>();
-    std::thread driver([pl, run_state] {
+    std::thread driver([pl, run_state, h] {
+        h->driver = std::this_thread::get_id();
         int rc = knit_pipeline_run(pl);
         std::lock_guard<std::mutex> lock(run_state->mu);
         run_state->rc = rc;
@@ -1018,12 +1119,24 @@ int destroy_pool_during_run(int how) {
 
 TEST(PipelineShutdown, PoolDestroyDrainDuringRun) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_EXIT(std::_Exit(destroy_pool_during_run(KNIT_DRAIN)), ::testing::ExitedWithCode(0), "");
+    EXPECT_EXIT(std::_Exit(destroy_pool_during_run(KNIT_DRAIN, 0)), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(PipelineShutdown, PoolDestroyDrainDuringRunInputInTasks) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(destroy_pool_during_run(KNIT_DRAIN, KNIT_PIPELINE_INPUT_IN_TASKS)),
+                ::testing::ExitedWithCode(0), "");
 }
 
 TEST(PipelineShutdown, PoolDestroyCancelDuringRun) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_EXIT(std::_Exit(destroy_pool_during_run(KNIT_CANCEL)), ::testing::ExitedWithCode(0), "");
+    EXPECT_EXIT(std::_Exit(destroy_pool_during_run(KNIT_CANCEL, 0)), ::testing::ExitedWithCode(0), "");
+}
+
+TEST(PipelineShutdown, PoolDestroyCancelDuringRunInputInTasks) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(std::_Exit(destroy_pool_during_run(KNIT_CANCEL, KNIT_PIPELINE_INPUT_IN_TASKS)),
+                ::testing::ExitedWithCode(0), "");
 }
 
 // Created, never run, destroyed: nothing leaks (LSan checks).
@@ -1068,6 +1181,7 @@ TEST_P(Pipeline, RunInsideTaskOnOneWorker) {
     Pool pool(1, sched());
     const uint64_t n = 100 / kScale;
     Harness h(n);
+    h.driver_is_worker = true; // the one worker runs the task that drives
     Stage a(&h, 0, KNIT_STAGE_PARALLEL), s(&h, 1, KNIT_STAGE_SERIAL_IN_ORDER),
         b(&h, 2, KNIT_STAGE_SERIAL);
     a.sleep_us = 200;
@@ -1133,6 +1247,7 @@ TEST_P(Pipeline, StageRunsParallelFor) {
     o.stages = ks.data();
     o.nstages = ks.size();
     o.max_in_flight = 4;
+    o.flags = g_flags;
     knit_pipeline *pl = nullptr;
     ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
     EXPECT_EQ(0, knit_pipeline_run(pl)) << knit_last_error();
@@ -1212,10 +1327,12 @@ TEST_P(Pipeline, ManyFastItems) {
 
 INSTANTIATE_TEST_SUITE_P(Scheds, Pipeline,
                          ::testing::Combine(::testing::Values("ticket", "dekker"),
-                                            ::testing::Values(1u, 2u)),
+                                            ::testing::Values(1u, 2u),
+                                            ::testing::Values(0u, KNIT_PIPELINE_INPUT_IN_TASKS)),
                          [](const ::testing::TestParamInfo<Config> &info) {
                              return std::string(std::get<0>(info.param)) + "_" +
-                                    std::to_string(std::get<1>(info.param)) + "w";
+                                    std::to_string(std::get<1>(info.param)) + "w" +
+                                    (std::get<2>(info.param) ? "_input_in_tasks" : "");
                          });
 
 } // namespace

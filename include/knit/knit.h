@@ -388,7 +388,12 @@ int knit_parallel_reduce(knit_pool *pool, size_t begin, size_t end, size_t grain
  * Items are knit_bufs that pass from stage to stage by move (no copies).
  * The input function runs on the thread that calls knit_pipeline_run, one
  * item at a time, in order; it is not called while max_in_flight items are
- * in flight. Each stage is serial-in-order (items enter it in input order),
+ * in flight. With KNIT_PIPELINE_INPUT_IN_TASKS it runs in pool tasks
+ * instead, still one call at a time and in order, and the worker that read
+ * an item runs its stages right after, while the item is in its cache (as
+ * oneTBB's input filter does): faster for large items, but the input must
+ * not rely on the calling thread (its signals, thread-locals, blocking
+ * reads that the caller interrupts). Each stage is serial-in-order (items enter it in input order),
  * serial (one at a time, any order) or parallel. A stage function may
  * change the item in place (read it, rewrite it, or free it and put
  * another buffer there); after the last stage the pipeline frees what is
@@ -424,7 +429,10 @@ typedef struct knit_pipeline_options {
     const knit_stage *stages;
     size_t nstages;       /* 1 .. 64 */
     size_t max_in_flight; /* 0: 4 per worker */
+    unsigned flags;       /* KNIT_PIPELINE_* below, or 0 */
 } knit_pipeline_options;
+/* options.flags: call the input in pool tasks, not on the calling thread. */
+#define KNIT_PIPELINE_INPUT_IN_TASKS 1u
 #ifdef __cplusplus
 #define KNIT_PIPELINE_OPTIONS_INIT KNIT__OPTIONS_INIT_CXX(knit_pipeline_options)
 #else
