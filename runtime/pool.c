@@ -25,10 +25,10 @@
  * is left, so parallelism ramps up one worker at a time.
  *
  * Lifetime against destroy: every public entry point that touches the
- * pool counts itself in the handle's `users` (knit__pool_enter), then
- * re-checks the state; knit_pool_destroy moves the state on first and
- * waits for `users` to reach 0 before it frees anything (seq-cst on both
- * sides: a Dekker pair).
+ * pool enters it (runtime/entry.c: a per-thread slot, then a re-check of
+ * the state); knit_pool_destroy moves the state on first and waits until
+ * no thread is inside before it frees anything (seq-cst on both sides: a
+ * Dekker pair).
  */
 #define _GNU_SOURCE
 #include "runtime/pool.h"
@@ -63,43 +63,6 @@ int64_t knit__now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ---- entering and leaving ---- */
-
-/* Inside one of the pool's own tasks the pool cannot go away (destroy
- * waits for every task to settle), so entering and leaving cost nothing
- * there: the common case of fork-join, where a task submits, awaits and
- * releases. The test is the same in enter and exit, and tls->current is
- * restored after any task nested in between. */
-static inline bool knit__inside_own_task(const knit_pool *h) {
-    const knit_task *cur = knit__tls_state.current;
-    return cur != NULL && cur->pool->handle == h;
-}
-
-int knit__pool_enter(knit_pool *h, bool any) {
-    if (h == NULL) return knit__fail(KNIT_EINVAL, "pool is NULL");
-    if (knit__inside_own_task(h)) return 0;
-    /* seq-cst RMW then seq-cst load: pairs with destroy's seq-cst state
-     * store followed by its seq-cst loads of `users` (knit_pool_destroy). */
-    atomic_fetch_add_explicit(&h->users, 1, memory_order_seq_cst);
-    uint32_t st = atomic_load_explicit(&h->state, memory_order_seq_cst);
-    bool ok = any ? st != KNIT__POOL_DEAD
-                  : (st == KNIT__POOL_LIVE || st == KNIT__POOL_DRAINING ||
-                     st == KNIT__POOL_CANCELLING);
-    if (!ok) {
-        atomic_fetch_sub_explicit(&h->users, 1, memory_order_release);
-        return knit__fail(KNIT_ESHUTDOWN, "the pool is %s",
-                          st == KNIT__POOL_DEAD ? "destroyed"
-                                                : "shutting down");
-    }
-    return 0;
-}
-
-static void knit__handle_leave(knit_pool *h) {
-    /* release: what this call did to the pool happens before destroy
-     * frees it (destroy acquires `users`). */
-    atomic_fetch_sub_explicit(&h->users, 1, memory_order_release);
 }
 
 /* ---- finding work ---- */
@@ -744,7 +707,7 @@ int knit_pool_destroy(knit_pool *h, int how) {
     pthread_mutex_lock(&h->lock);
     atomic_store_explicit(&h->state, KNIT__POOL_DEAD, memory_order_seq_cst);
     pthread_mutex_unlock(&h->lock);
-    while (atomic_load_explicit(&h->users, memory_order_seq_cst) != 0) sched_yield();
+    knit__entries_wait_out(h);
     /* The final timeline: every worker has joined (their records happen
      * before the joins) and no call is inside; a failure here is not
      * reported (the path was checked by create; see knit.h). */
@@ -819,6 +782,3 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
     return 0;
 }
 
-void knit__pool_exit(knit_pool *h) {
-    if (!knit__inside_own_task(h)) knit__handle_leave(h);
-}

@@ -309,7 +309,8 @@ struct knit_pool {
     /* Read by every task run (the CANCELLING check): kept apart from
      * `users`, which every submit writes. */
     alignas(KNIT__LINE) _Atomic uint32_t state; /* KNIT__POOL_* */
-    alignas(KNIT__LINE) _Atomic uint32_t users; /* threads inside a call */
+    /* Calls inside beyond a thread's entry slots (runtime/entry.c). */
+    alignas(KNIT__LINE) _Atomic uint32_t users;
     pthread_mutex_t lock;   /* the pool lock */
     struct knit__pool *p;   /* NULL once dead */
     alignas(KNIT__LINE) uint64_t gen; /* unique per pool (TLS lookups) */
@@ -362,11 +363,24 @@ void knit__pool_notify(struct knit__pool *p);
 /* The worker's doorbell sleep, registered as parked so submits wake it. */
 void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
                      int64_t timeout_ns, bool (*ready)(void *), void *ctx);
-/* Counts the caller in h->users and checks the state: LIVE, DRAINING or
- * CANCELLING; with `any`, every state but DEAD. KNIT_EINVAL,
+
+/* ---- runtime/entry.c ---- */
+/* Marks the calling thread as inside h and checks the state: LIVE,
+ * DRAINING or CANCELLING; with `any`, every state but DEAD. KNIT_EINVAL,
  * KNIT_ESHUTDOWN. Every success is paired with one knit__pool_exit. */
 int knit__pool_enter(knit_pool *h, bool any);
 void knit__pool_exit(knit_pool *h);
+/* destroy, after its seq-cst store of DEAD: waits until no thread is
+ * inside h. */
+void knit__entries_wait_out(knit_pool *h);
+/* Thread exit: takes this thread's entry record off the registry. */
+void knit__entries_unlink(void);
+/* Tests: slots of this thread that hold a pool; records on the registry
+ * (threads that entered a pool and have not exited). */
+unsigned knit__entries_held(void);
+unsigned knit__entries_registered(void);
+
+/* ---- runtime/pool.c ---- */
 unsigned knit__pool_helper_acquire(struct knit__pool *p);
 void knit__pool_helper_release(struct knit__pool *p, unsigned id);
 int64_t knit__now_ns(void);
@@ -400,6 +414,9 @@ void knit__producer_free(struct knit__producer *rec);
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,
                   knit_future *f);
 void knit__thread_exit_hook_install(void);
+/* Makes sure this thread's exit runs knit__thread_exit (entry records,
+ * producer records). */
+void knit__thread_exit_arm(void);
 
 /* ---- runtime/future.c ---- */
 knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec);

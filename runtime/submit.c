@@ -87,11 +87,17 @@ static void knit__tls_entry_orphan(struct knit__tls_entry *e) {
     e->h = NULL;
 }
 
-/* Thread exit: orphan every record of this thread. */
+/* Thread exit: orphan every producer record of this thread and take its
+ * entry record off the registry. */
 static void knit__thread_exit(void *unused) {
     (void)unused;
     for (unsigned i = 0; i < KNIT__TLS_POOLS; i++)
         if (knit__tls_map[i].h != NULL) knit__tls_entry_orphan(&knit__tls_map[i]);
+    knit__entries_unlink();
+}
+
+void knit__thread_exit_arm(void) {
+    pthread_setspecific(knit__exit_key, (void *)1);
 }
 
 static void knit__exit_key_create(void) {

@@ -113,6 +113,12 @@ group_wait 2 ok                 pass safety -DNM=2
 group_wait 3 ok                 pass safety -DNM=3
 group_wait 2 BUG_PLAIN_DROP     fail safety -DNM=2 -DBUG_PLAIN_DROP
 group_wait 2 BUG_WATCHED_FIRST  fail safety -DNM=2 -DBUG_WATCHED_FIRST
+pool_enter 1 ok                 pass safety
+pool_enter 2 ok                 pass safety
+pool_enter 3 ok                 pass safety
+pool_enter 2 overflow           pass safety -DSLOTS=0
+pool_enter 2 BUG_STATE_FIRST    fail safety -DBUG_STATE_FIRST
+pool_enter 2 BUG_FLAT_DEPTH     fail safety -DBUG_FLAT_DEPTH
 LIST
 )
 
