@@ -57,11 +57,13 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
             rec->cache = m;
             rec->ncache = m->mag_count;
         } else {
-            struct knit__slab *s = knit__calloc(1, sizeof *s);
+            /* Line-aligned, so each future's line 0 is one line. */
+            struct knit__slab *s = knit__aligned_alloc(KNIT__LINE, sizeof *s);
             if (s == NULL) {
                 pthread_mutex_unlock(&h->lock);
                 return NULL;
             }
+            memset(s, 0, sizeof *s);
             s->next = p->slabs;
             p->slabs = s;
             for (unsigned i = 0; i < KNIT__FUTURE_SLAB; i++) {
@@ -77,7 +79,10 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     rec->ncache--;
     /* The next future was most likely freed on another core: fetch its
      * line now, for writing, so the next submit does not wait for it. */
-    if (rec->cache != NULL) __builtin_prefetch(rec->cache, 1, 3);
+    if (rec->cache != NULL) {
+        __builtin_prefetch(rec->cache, 1, 3);
+        __builtin_prefetch((char *)rec->cache + KNIT__LINE, 1, 3); /* line 1 */
+    }
     /* Not shared yet: the lane's release store publishes these. */
     atomic_init(&f->state, KNIT__F_PENDING);
     atomic_init(&f->refs, 1);
@@ -96,15 +101,13 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     f->arg = NULL;
     f->antecedent = NULL;
     f->pool = p;
-    f->free_next = NULL;
-    memset(&f->in, 0, sizeof f->in);
+    /* Lines 0 and 1 only: `in`, `out` and the promise links are valid
+     * only as these flags say (see struct knit_future). */
     f->in_kind = KNIT__PAY_NONE;
     f->always_run = false;
     f->counted_local = false; /* only knit__push_local sets it */
     f->group = NULL;
     f->promise = false;
-    f->promise_linked = false;
-    memset(&f->out, 0, sizeof f->out);
     atomic_init(&f->out_state, KNIT__OUT_NONE);
     return f;
 }

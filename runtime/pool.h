@@ -27,6 +27,7 @@
 #define KNIT_RUNTIME_POOL_H
 
 #include <pthread.h>
+#include <assert.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdatomic.h>
@@ -83,55 +84,74 @@ struct knit__waiter {
     _Atomic uint32_t released;  /* the settler is done with this record */
 };
 
+/* Laid out by use, a cache line each: a future is written by its
+ * submitter and read by the worker that runs it and the thread that
+ * awaits it, each of them on another core, so every line it touches is a
+ * miss. Line 0 holds what every submit, run and await needs; line 1 the
+ * outcome and the lists; the rest (payload, magazines, promises) is read
+ * only when the flags on line 0 say it is in use, and not even zeroed at
+ * allocation. */
 struct knit_future {
-    _Atomic uint32_t state;  /* PENDING -> RUNNING -> DONE */
+    /* ---- line 0: state and the task ---- */
+    alignas(KNIT__LINE) _Atomic uint32_t state; /* PENDING -> RUNNING -> DONE */
     _Atomic uint32_t refs;   /* see "Who owns what" */
     _Atomic uint32_t lock;   /* spinlock: waiters, conts */
     _Atomic uint32_t cancel; /* a cancel was requested while running */
     _Atomic uint32_t user;   /* 1 while the user's handle is held */
     _Atomic uint32_t watched; /* a waiter or continuation was registered */
-    /* Written by the settler before state becomes DONE (release); read
-     * after an acquire load sees DONE. */
-    int code;          /* 0, KNIT_ETASK, KNIT_ECANCELED, KNIT_ECLOSED, ... */
-    int task_code;     /* the code given to knit_task_fail */
-    char *message;     /* knit_task_fail's text (malloc), or NULL */
-    void *result;
-    struct knit__waiter *waiters; /* future lock */
-    knit_future *conts;           /* continuations to schedule (lock) */
-    knit_future *cont_next;       /* link in the antecedent's conts */
-    knit_fn fn;                   /* a continuation's task, until scheduled */
-    void *arg;
-    knit_future *antecedent;      /* holds a reference */
-    struct knit__pool *pool;
-    knit_future *free_next;       /* in a free list */
-    knit_future *mag_next;        /* first of a magazine: the next one */
-    unsigned mag_count;           /* first of a magazine: its length */
-    /* The payload (payload/payload.h). `in` is the task's input, owned by
-     * the runtime until the task takes it or the future settles; `out` is
-     * the buffer the task returned, owned by the future until taken. */
-    knit_buf in;
-    unsigned in_kind;              /* KNIT__PAY_* */
-    bool always_run;               /* see knit__submit_payload */
-    knit_buf out;
     _Atomic uint32_t out_state;    /* KNIT__OUT_NONE / SET / TAKEN */
+    uint8_t in_kind;               /* KNIT__PAY_*: `in` is valid unless NONE */
+    bool always_run;               /* see knit__submit_payload */
     /* Pushed onto a consumer's deque from inside a task and counted in
      * the pusher's `pushed` rather than in `live` (see knit__pool.counts);
      * its settle is counted in the settler's `child_settled`. */
     bool counted_local;
-    /* A group member's record (runtime/group.c), not a future: no user
-     * handle, no waiters, no settle; the task runs and is counted in
-     * this group. NULL for a future. Written before the publication. */
-    struct knit_group *group;
     /* A promise (runtime/promise.c): settled by knit_promise_resolve /
      * reject, never by a task. While unsettled it is on the pool's
      * `promises` list (pool lock) and holds one reference of its own. */
     bool promise;
+    knit_fn fn;                   /* the task (a continuation's: until scheduled) */
+    void *arg;
+    /* A group member's record (runtime/group.c), not a future: no user
+     * handle, no waiters, no settle; the task runs and is counted in
+     * this group. NULL for a future. Written before the publication. */
+    struct knit_group *group;
+    /* Written by the settler before state becomes DONE (release); read
+     * after an acquire load sees DONE. */
+    void *result;
+    /* ---- line 1: the outcome (as result), the lists ---- */
+    struct knit__pool *pool;
+    int code;          /* 0, KNIT_ETASK, KNIT_ECANCELED, KNIT_ECLOSED, ... */
+    int task_code;     /* the code given to knit_task_fail */
+    char *message;     /* knit_task_fail's text (malloc), or NULL */
+    struct knit__waiter *waiters; /* future lock */
+    knit_future *conts;           /* continuations to schedule (lock) */
+    knit_future *cont_next;       /* link in the antecedent's conts */
+    knit_future *antecedent;      /* holds a reference */
+    knit_future *free_next;       /* in a free list */
+    /* ---- the rest: only when line 0 says so ---- */
+    knit_future *mag_next;        /* first of a magazine: the next one */
+    unsigned mag_count;           /* first of a magazine: its length */
     bool promise_linked;                  /* on the list (pool lock) */
     knit_future *promise_prev, *promise_next; /* the list (pool lock) */
+    /* The payload (payload/payload.h). `in` is the task's input, owned by
+     * the runtime until the task takes it or the future settles (valid
+     * while in_kind is not NONE); `out` is the buffer the task returned,
+     * owned by the future until taken (valid while out_state is SET). */
+    knit_buf in;
+    knit_buf out;
     /* Aligned like malloc's memory: a task may read a struct it was
      * given as inline bytes in place. */
     alignas(max_align_t) unsigned char inline_data[KNIT_INLINE_BYTES];
 };
+
+static_assert(offsetof(struct knit_future, result) + sizeof(void *) <= KNIT__LINE,
+              "a future's line 0 holds state, flags, fn, arg, group, result");
+static_assert(offsetof(struct knit_future, pool) == KNIT__LINE &&
+                  offsetof(struct knit_future, free_next) + sizeof(void *) <=
+                      2 * KNIT__LINE,
+              "a future's line 1 holds the outcome, the lists and free_next");
+
 
 /* A thread's carpets can change hands without the thread's help: when
  * the pool has no carpet left for a submit, the submitter takes carpets

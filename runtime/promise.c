@@ -58,6 +58,7 @@ int knit_promise_create(knit_pool *h, knit_future **out) {
         return knit__fail(KNIT_ENOMEM, "knit_promise_create: no memory");
     }
     f->promise = true;
+    f->promise_linked = false; /* not zeroed by the allocation */
     /* The user's handle and the promise's own (dropped after its settle).
      * Relaxed: f is not shared until the list (pool lock) or *out. */
     atomic_store_explicit(&f->refs, 2, memory_order_relaxed);
