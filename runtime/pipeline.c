@@ -78,6 +78,9 @@ struct knit__stage_q {
     struct knit__item *head, *tail; /* serial: FIFO */
 };
 
+/* What the driver (the thread in knit_pipeline_run) sleeps on cv for. */
+enum { KNIT__DRV_AWAKE, KNIT__DRV_ROOM, KNIT__DRV_END };
+
 /* KNIT_PIPELINE_INPUT_IN_TASKS: where the input is (pipeline lock). */
 enum knit__input_state {
     KNIT__IN_IDLE,   /* not queued: waits for room (or the pipeline ended) */
@@ -99,7 +102,8 @@ struct knit_pipeline {
 
     _Atomic int stopping;
     pthread_mutex_t mu; /* the pipeline lock */
-    pthread_cond_t cv;  /* in_flight went down */
+    pthread_cond_t cv;  /* the driver sleeps here (see knit__pl_poke) */
+    int driver_waits;   /* KNIT__DRV_*: what the driver sleeps for */
     struct knit__item *free_items;
     size_t in_flight;
     _Atomic size_t active; /* item and input tasks running ("Returning") */
@@ -111,6 +115,29 @@ struct knit_pipeline {
     struct knit__pool *tlp; /* the pool, if it keeps a timeline; else NULL */
     uint32_t tl_id;         /* this pipeline's number in the timeline */
 };
+
+/* What the driver waits for (pipeline lock held): room for another item
+ * (`for_room`), else the end: nothing in flight, running or queued; with
+ * INPUT_IN_TASKS also an input the driver must call (DRIVER). */
+static bool knit__pl_ready(struct knit_pipeline *pl, bool for_room) {
+    if (for_room)
+        return pl->in_flight < pl->cap ||
+               atomic_load_explicit(&pl->stopping, memory_order_acquire);
+    return pl->in_state == KNIT__IN_DRIVER ||
+           (pl->in_flight == 0 && pl->in_state != KNIT__IN_QUEUED &&
+            /* relaxed: changed under the pipeline lock, which we hold */
+            atomic_load_explicit(&pl->active, memory_order_relaxed) == 0);
+}
+
+/* Something the driver may wait for changed (pipeline lock held). It is
+ * woken only when what it sleeps for holds now: a wake-up on every finish
+ * cost two context switches per item onto a core the workers need. There
+ * is one driver, so a signal is enough. */
+static void knit__pl_poke(struct knit_pipeline *pl) {
+    if (pl->driver_waits != KNIT__DRV_AWAKE &&
+        knit__pl_ready(pl, pl->driver_waits == KNIT__DRV_ROOM))
+        pthread_cond_signal(&pl->cv);
+}
 
 static void knit__pl_fail(struct knit_pipeline *pl, int code, const char *where,
                           uint64_t seq) {
@@ -147,7 +174,7 @@ static void knit__item_finish(struct knit__item *it) {
                   (pl->flags & KNIT_PIPELINE_INPUT_IN_TASKS) &&
                   !atomic_load_explicit(&pl->stopping, memory_order_acquire);
     if (resume) pl->in_state = KNIT__IN_QUEUED;
-    pthread_cond_broadcast(&pl->cv);
+    knit__pl_poke(pl);
     pthread_mutex_unlock(&pl->mu);
     if (resume) knit__input_schedule(pl);
 }
@@ -169,7 +196,7 @@ static void *knit__item_task(knit_task *task, void *arg) {
     knit__item_advance(it);
     pthread_mutex_lock(&pl->mu);
     atomic_fetch_sub_explicit(&pl->active, 1, memory_order_relaxed);
-    pthread_cond_broadcast(&pl->cv);
+    knit__pl_poke(pl);
     pthread_mutex_unlock(&pl->mu);
     return NULL;
 }
@@ -306,7 +333,7 @@ static void knit__input_step(struct knit_pipeline *pl) {
     pthread_mutex_lock(&pl->mu);
     if (atomic_load_explicit(&pl->stopping, memory_order_acquire)) {
         pl->in_state = KNIT__IN_DONE;
-        pthread_cond_broadcast(&pl->cv);
+        knit__pl_poke(pl);
         pthread_mutex_unlock(&pl->mu);
         return;
     }
@@ -321,7 +348,7 @@ static void knit__input_step(struct knit_pipeline *pl) {
     if (rc <= 0) {
         knit__item_unused(pl, it, rc, seq);
         pl->in_state = KNIT__IN_DONE;
-        pthread_cond_broadcast(&pl->cv);
+        knit__pl_poke(pl);
         pthread_mutex_unlock(&pl->mu);
         return;
     }
@@ -346,7 +373,7 @@ static void *knit__input_task(knit_task *task, void *arg) {
     knit__input_step(pl);
     pthread_mutex_lock(&pl->mu);
     atomic_fetch_sub_explicit(&pl->active, 1, memory_order_relaxed);
-    pthread_cond_broadcast(&pl->cv);
+    knit__pl_poke(pl);
     pthread_mutex_unlock(&pl->mu);
     return NULL;
 }
@@ -358,7 +385,7 @@ static void knit__input_schedule(struct knit_pipeline *pl) {
     if (knit__submit(pl->pool, knit__input_task, pl, &always, NULL) == 0) return;
     pthread_mutex_lock(&pl->mu);
     pl->in_state = KNIT__IN_DRIVER;
-    pthread_cond_broadcast(&pl->cv);
+    knit__pl_poke(pl);
     pthread_mutex_unlock(&pl->mu);
 }
 
@@ -447,10 +474,8 @@ int knit_pipeline_create(knit_pool *pool, const knit_pipeline_options *o,
     return 0;
 }
 
-/* Waits (lock held, and held on return) for room for another item
- * (`for_room`), else for the end: nothing in flight, running or queued;
- * with INPUT_IN_TASKS also for an input the driver must call (DRIVER). A
- * consumer of the pool (a task) runs other tasks instead of blocking. */
+/* Waits (lock held, and held on return) until knit__pl_ready. A consumer
+ * of the pool (a task) runs other tasks instead of blocking. */
 static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
     struct knit__tls *tls = knit__tls_get();
     struct knit__pool *p = pl->pool->p;
@@ -458,21 +483,15 @@ static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
     /* The timeline: how long the input waited for room (pipeline full). */
     int64_t stall = -1;
     for (;;) {
-        bool ready = for_room ? pl->in_flight < pl->cap ||
-                                    atomic_load_explicit(&pl->stopping,
-                                                         memory_order_acquire)
-                              : pl->in_state == KNIT__IN_DRIVER ||
-                                    (pl->in_flight == 0 &&
-                                     pl->in_state != KNIT__IN_QUEUED &&
-                                     atomic_load_explicit(&pl->active,
-                                                          memory_order_relaxed) == 0);
-        if (ready) {
+        if (knit__pl_ready(pl, for_room)) {
             if (stall >= 0) knit__tl_self(p, KNIT__TL_STALL, stall, 0, pl->tl_id, 0);
             return;
         }
         if (for_room && stall < 0 && pl->tlp != NULL) stall = knit__now_ns();
         if (!consumer) {
+            pl->driver_waits = for_room ? KNIT__DRV_ROOM : KNIT__DRV_END;
             pthread_cond_wait(&pl->cv, &pl->mu);
+            pl->driver_waits = KNIT__DRV_AWAKE;
             continue;
         }
         pthread_mutex_unlock(&pl->mu);
@@ -545,7 +564,7 @@ int knit_pipeline_cancel(knit_pipeline *pl) {
         snprintf(pl->msg, sizeof pl->msg, "pipeline cancelled");
     }
     atomic_store_explicit(&pl->stopping, 1, memory_order_release);
-    pthread_cond_broadcast(&pl->cv);
+    pthread_cond_signal(&pl->cv); /* the driver, whatever it waits for */
     pthread_mutex_unlock(&pl->mu);
     return 0;
 }
