@@ -67,23 +67,71 @@ int64_t knit__now_ns(void) {
 
 /* ---- finding work ---- */
 
+/* One claimed lane: a future, or a group member that travelled in the
+ * lane itself (f NULL: fn, arg and group from the slot; see
+ * knit__publish_member). */
+struct knit__claimed {
+    knit_future *f;
+    void *fn, *arg;
+    uint64_t group;
+};
+
 struct knit__claim_batch {
     knit_carpet *c;
     unsigned n;
-    knit_future *f[KNIT_LANES];
+    struct knit__claimed e[KNIT_LANES];
 };
 
-/* The pool's visit: copy the lane's future out; the claim retires it. */
+/* The pool's visit: copy the lane out; the claim retires it. Nothing else
+ * happens inside the claim (no allocation: see knit__claim_into). */
 static int knit__copy_lane(void *ctx, unsigned lane) {
     struct knit__claim_batch *fr = ctx;
-    fr->f[fr->n++] = knit__carpet_slot(fr->c, lane)->task.future;
+    const knit__lane_task *t = &knit__carpet_slot(fr->c, lane)->task;
+    struct knit__claimed *e = &fr->e[fr->n++];
+    e->f = t->future;
+    if (e->f == NULL) {
+        e->fn = t->fn;
+        e->arg = t->arg;
+        e->group = t->user[0];
+    }
     return 0;
 }
 
-static void knit__space_notify(struct knit__pool *p) {
+/* A member that travelled in a lane gets its record here, from the
+ * claiming thread's own cache: a record it freed itself, hot in its
+ * cache, instead of one the submitter wrote on another core. NULL when
+ * there is no memory for one (the claimer then runs it bare). */
+static knit_future *knit__member_record(struct knit__pool *p,
+                                        struct knit__producer *rec,
+                                        const struct knit__claimed *e) {
+    /* A point of failure in the fault-injection build even when the
+     * cache has a record (tests/alloc_fail_test.cc reaches the bare run
+     * through it); nothing in the plain build. */
+    if (knit__alloc_fails()) return NULL;
+    knit_future *f = rec != NULL ? knit__future_alloc(p, rec) : NULL;
+    if (f == NULL) return NULL;
+    memcpy(&f->fn, &e->fn, sizeof f->fn);
+    f->arg = e->arg;
+    f->group = (struct knit_group *)(uintptr_t)e->group;
+    return f;
+}
+
+/* After a claim took pending down to `pending`: wakes the submitters
+ * blocked at the bound once pending is at the low-water mark
+ * (space_low), not at every claim: a submitter woken for one slot fills
+ * it and sleeps again, and the claimers paid a futex wake per claim for
+ * that (throughput-1 in a group ran at a third of its speed in that
+ * mode). Submitters waiting for a carpet lane (lane_waiters) are woken by
+ * every claim, as every claim retires lanes. Both waits are bounded
+ * (1 ms) and re-check, so a wake-up is never what progress rests on. */
+static void knit__space_notify(struct knit__pool *p, int64_t pending) {
     /* seq-cst load after the seq-cst counts RMW: pairs with the
      * submitter's waiter RMW then counts load (knit__space_wait). */
     if (atomic_load_explicit(&p->space_waiters, memory_order_seq_cst) == 0)
+        return;
+    /* seq-cst: as above; a lane waiter counts itself here first. */
+    if (pending > (int64_t)p->space_low &&
+        atomic_load_explicit(&p->lane_waiters, memory_order_seq_cst) == 0)
         return;
     atomic_fetch_add_explicit(&p->space_seq, 1, memory_order_release);
     syscall(SYS_futex, (uint32_t *)&p->space_seq, FUTEX_WAKE_PRIVATE, INT32_MAX,
@@ -139,6 +187,18 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
     fr.c = c;
     fr.n = 0;
     int k = knit__carpet_claim(c, consumer, knit__copy_lane, &fr);
+    /* Records for the members that came in lanes; without memory for one,
+     * a member is run bare below, after the rest are pushed. */
+    knit_future *fs[KNIT_LANES];
+    unsigned nf = 0, bare[KNIT_LANES], nbare = 0;
+    for (unsigned i = 0; i < fr.n; i++) {
+        knit_future *f = fr.e[i].f;
+        if (f == NULL && (f = knit__member_record(p, rec, &fr.e[i])) == NULL) {
+            bare[nbare++] = i;
+            continue;
+        }
+        fs[nf++] = f;
+    }
     if (fr.n == 0) {
         if (w != NULL && k == 0 &&
             (knit_carpet_host_bits(c) ^ knit_carpet_worker_bits(c)) != 0)
@@ -147,23 +207,30 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
     }
     /* Started, as far as max_pending goes. seq-cst RMW: see
      * knit__space_notify. */
-    atomic_fetch_sub_explicit(&p->counts, fr.n, memory_order_seq_cst);
-    knit__space_notify(p);
+    uint64_t was = atomic_fetch_sub_explicit(&p->counts, fr.n, memory_order_seq_cst);
+    knit__space_notify(p, KNIT__PENDING(was) - (int64_t)fr.n);
     if (w != NULL) {
         knit__stat_add(&w->claims, 1);
         knit__stat_add(&w->lanes, fr.n);
     }
     if (KNIT__TL_ON(p)) knit__tl_claim(p, w, c, fr.n);
-    unsigned pushed = knit__deque_push_batch(&p->deques[consumer], fr.f, fr.n);
+    unsigned pushed = knit__deque_push_batch(&p->deques[consumer], fs, nf);
     /* Pushed in publication order from the top: thieves take them in
      * that order, and so does the claimer (knit__find steals its own top
      * right after a claim). */
     /* A full deque (deep nesting): run the rest right here. */
-    for (unsigned i = pushed; i < fr.n; i++)
-        knit__task_run(p, fr.f[i], w, rec);
+    for (unsigned i = pushed; i < nf; i++)
+        knit__task_run(p, fs[i], w, rec);
     /* More than one task: let a sleeping peer steal (B1 was the deque's
      * seq-cst bottom store). */
     if (pushed > 1) knit__pool_notify(p);
+    for (unsigned i = 0; i < nbare; i++) {
+        const struct knit__claimed *e = &fr.e[bare[i]];
+        knit_fn fn;
+        memcpy(&fn, &e->fn, sizeof fn);
+        knit__member_run_bare(p, fn, e->arg,
+                              (struct knit_group *)(uintptr_t)e->group, w, rec);
+    }
     return fr.n;
 }
 
@@ -403,6 +470,9 @@ static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
                           "KNIT_FAIL (1) or KNIT_CALLER_RUNS (2)",
                           o->backpressure);
     p->max_pending = o->max_pending ? o->max_pending : KNIT__DEFAULT_MAX_PENDING;
+    /* Blocked submitters are woken when pending is down by an eighth
+     * (at least one) from the bound: see knit__space_notify. */
+    p->space_low = p->max_pending - (p->max_pending / 8 ? p->max_pending / 8 : 1);
     if (p->max_pending > KNIT__MAX_PENDING_LIMIT)
         return knit__fail(KNIT_EINVAL, "max_pending=%zu is over the limit of %u",
                           o->max_pending, KNIT__MAX_PENDING_LIMIT);
@@ -552,6 +622,7 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
     atomic_init(&p->pending_high, 0);
     atomic_init(&p->space_seq, 0);
     atomic_init(&p->space_waiters, 0);
+    atomic_init(&p->lane_waiters, 0);
     for (unsigned i = 0; i < KNIT__PARKED_WORDS; i++) atomic_init(&p->parked[i], 0);
     atomic_init(&p->helper_mask, 0);
     atomic_init(&p->spinning, 0);

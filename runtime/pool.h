@@ -285,7 +285,9 @@ struct knit__pool {
     alignas(KNIT__LINE) _Atomic uint64_t pending_high;
     /* Submitters blocked at the bound sleep on space_seq. */
     alignas(KNIT__LINE) _Atomic uint32_t space_seq;
-    _Atomic uint32_t space_waiters;
+    _Atomic uint32_t space_waiters; /* all of them */
+    _Atomic uint32_t lane_waiters;  /* those waiting for a carpet lane */
+    size_t space_low; /* pending at which they are woken (knit__space_notify) */
     /* Parked workers, one bit each (see knit__pool_park). */
     alignas(KNIT__LINE) _Atomic uint64_t parked[KNIT__PARKED_WORDS];
     /* Workers looking for work (idle, not parked): while one is, a
@@ -429,13 +431,14 @@ struct knit__producer *knit__producer_get(knit_pool *h, struct knit__pool *p);
 /* A new record linked into p (or an orphan, if adopt). Pool lock inside. */
 struct knit__producer *knit__producer_add(struct knit__pool *p, bool adopt);
 void knit__producer_free(struct knit__producer *rec);
-/* Publishes a future's task (fn/arg in the future) through rec's carpets.
- * The caller has already counted it in pending/live. Never blocks: 0,
+/* Publishes lane t (a future's task, or a group member's: see submit.c)
+ * through rec's carpets. The caller has already counted it in
+ * pending/live. Never blocks: 0,
  * KNIT_EAGAIN (every carpet full, none spare, none to take from an idle
  * thread and no new one allowed: wait for lanes), KNIT_ENOMEM (a new
  * carpet was needed and could not be allocated). */
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,
-                  knit_future *f);
+                  const knit__lane_task *t);
 void knit__thread_exit_hook_install(void);
 /* Makes sure this thread's exit runs knit__thread_exit (entry records,
  * producer records). */
@@ -501,6 +504,11 @@ void knit__payload_drop(knit_future *f);
  * it off `live` at once when w is NULL. */
 void knit__task_run(struct knit__pool *p, knit_future *f,
                     struct knit__worker *w, struct knit__producer *rec);
+/* A group member that came in a lane and got no record (no memory): run
+ * with a record on this stack, counted as knit__task_run counts it. */
+void knit__member_run_bare(struct knit__pool *p, knit_fn fn, void *arg,
+                           struct knit_group *g, struct knit__worker *w,
+                           struct knit__producer *rec);
 /* Takes a worker's settled tasks off `live`. */
 void knit__worker_flush(struct knit__pool *p, struct knit__worker *w);
 

@@ -328,23 +328,41 @@ static int knit__publish_held(struct knit__pool *p, struct knit__producer *rec,
 }
 
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,
-                  knit_future *f) {
-    knit__lane_task t;
-    memset(&t, 0, sizeof t);
-    t.future = f; /* the future carries fn and arg */
+                  const knit__lane_task *t) {
     knit__hold_enter(rec);
-    int rc = knit__publish_held(p, rec, &t);
+    int rc = knit__publish_held(p, rec, t);
     knit__hold_exit(rec);
     if (rc == 0) knit__pool_notify(p);
     return rc;
 }
 
+/* A future's lane: the future carries fn and arg. */
+static void knit__future_lane(knit__lane_task *t, knit_future *f) {
+    memset(t, 0, sizeof *t);
+    t->future = f;
+}
+
+/* A group member's lane, with no record: fn, arg and the group travel in
+ * the slot, and the claimer makes the record from its own cache
+ * (knit__member_record in pool.c). The submitter writes no line but the
+ * slot's, and the worker reads none but the slot's and its own. */
+static void knit__member_lane(knit__lane_task *t, knit_fn fn, void *arg,
+                              struct knit_group *g) {
+    memset(t, 0, sizeof *t);
+    static_assert(sizeof fn == sizeof t->fn, "a task function fits the slot's fn");
+    memcpy(&t->fn, &fn, sizeof fn);
+    t->arg = arg;
+    t->user[0] = (uint64_t)(uintptr_t)g;
+}
+
+
+
 /* Waits a little for room under max_pending or (`carpet`) for a carpet
  * with a free lane: a task helps (runs claimable tasks); an outside thread
- * sleeps until a worker claims something (every claim retires lanes and
- * starts tasks, and rings space_seq while someone waits), at most 1 ms, so
- * space that appears without a claim (an exiting thread's carpets) is
- * found too. */
+ * sleeps until claims took pending down to the low-water mark, or (a lane
+ * waiter) until any claim (knit__space_notify rings space_seq), at most
+ * 1 ms, so space that appears without a claim (an exiting thread's
+ * carpets) is found too. */
 static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec,
                              bool carpet) {
     struct knit__tls *tls = knit__tls_get();
@@ -354,7 +372,10 @@ static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec,
         return;
     }
     uint32_t seq = atomic_load_explicit(&p->space_seq, memory_order_acquire);
-    /* seq-cst RMW then seq-cst load: pairs with knit__space_notify. */
+    /* seq-cst RMWs then seq-cst load: pair with knit__space_notify's loads
+     * after its counts RMW (a lane waiter is counted before it is a
+     * waiter, so a claimer that sees it as a waiter sees it as both). */
+    if (carpet) atomic_fetch_add_explicit(&p->lane_waiters, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&p->space_waiters, 1, memory_order_seq_cst);
     if (carpet ||
         KNIT__PENDING(atomic_load_explicit(&p->counts, memory_order_seq_cst)) >=
@@ -366,6 +387,7 @@ static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec,
         sched_yield();
     }
     atomic_fetch_sub_explicit(&p->space_waiters, 1, memory_order_relaxed);
+    if (carpet) atomic_fetch_sub_explicit(&p->lane_waiters, 1, memory_order_relaxed);
 }
 
 static void knit__pending_undo(struct knit__pool *p) {
@@ -458,16 +480,17 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
     }
 }
 
-/* Publishes f (fn/arg set), already counted by knit__pending_acquire.
+/* Publishes lane t (a future's, fn/arg set, or a member's), already
+ * counted by knit__pending_acquire.
  * With no carpet to be had: KNIT_EAGAIN under KNIT_FAIL, unless `bypass`
  * (a continuation, which must run); under KNIT_CALLER_RUNS (with `run`)
  * KNIT__RUN_HERE as knit__pending_acquire; else waits for lanes to free
  * up. */
 static int knit__enqueue(knit_pool *h, struct knit__pool *p,
-                         struct knit__producer *rec, knit_future *f,
+                         struct knit__producer *rec, const knit__lane_task *t,
                          bool bypass, unsigned *run, bool *helper) {
     for (;;) {
-        int rc = knit__publish(p, rec, f);
+        int rc = knit__publish(p, rec, t);
         if (rc == 0) break;
         if (rc == KNIT_ENOMEM) { /* a new carpet was needed: message set */
             knit__pending_undo(p);
@@ -630,6 +653,17 @@ static int knit__submit_task(knit_pool *h, knit_fn fn, void *arg,
         knit__pool_exit(h);
         return rc;
     }
+    if (g != NULL && pl == NULL && rc != KNIT__RUN_HERE) {
+        knit__lane_task t;
+        knit__member_lane(&t, fn, arg, g);
+        rc = knit__enqueue(h, p, rec, &t, false, &run, &helper);
+        if (rc != KNIT__RUN_HERE) { /* published, or failed and undone */
+            knit__pool_exit(h);
+            return rc < 0 ? rc : 0;
+        }
+        /* KNIT_CALLER_RUNS with every carpet full: it runs here, with a
+         * record, as below. */
+    }
     knit_future *f = knit__future_alloc(p, rec);
     if (f == NULL) {
         if (rc == KNIT__RUN_HERE) {
@@ -645,8 +679,11 @@ static int knit__submit_task(knit_pool *h, knit_fn fn, void *arg,
     }
     knit__future_setup(f, fn, arg, pl, out != NULL);
     f->group = g;
-    if (rc != KNIT__RUN_HERE)
-        rc = knit__enqueue(h, p, rec, f, false, &run, &helper);
+    if (rc != KNIT__RUN_HERE) {
+        knit__lane_task t;
+        knit__future_lane(&t, f);
+        rc = knit__enqueue(h, p, rec, &t, false, &run, &helper);
+    }
     if (rc < 0) {
         knit__future_discard(f, rec);
         knit__pool_exit(h);
@@ -688,8 +725,10 @@ void knit__continuation_schedule(knit_future *g) {
     int rc = KNIT_ENOMEM;
     if (rec != NULL) {
         knit__pending_acquire(h, p, rec, true, NULL, NULL);
-        rc = knit__enqueue(h, p, rec, g, true, NULL, NULL); /* ENOMEM or
-                                                              ESHUTDOWN, undone */
+        knit__lane_task t;
+        knit__future_lane(&t, g);
+        rc = knit__enqueue(h, p, rec, &t, true, NULL, NULL); /* ENOMEM or
+                                                               ESHUTDOWN, undone */
     }
     if (rc < 0) {
         uint32_t expect = KNIT__F_PENDING;

@@ -2,9 +2,12 @@
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
+#include "payload/payload.h"
 #include "runtime/pool.h"
 
 /* One settled lane or deque entry. A subtask counted in its pusher's
@@ -72,10 +75,13 @@ static void *knit__task_call(struct knit__pool *p, knit_future *f,
 }
 
 /* A group member (runtime/group.c): nobody else holds its record, so it
- * needs no start CAS; its group's cancel (or the pool's) skips it. */
-static void knit__member_run(struct knit__pool *p, knit_future *f,
-                             struct knit__worker *w, struct knit__producer *rec,
-                             bool local) {
+ * needs no start CAS; its group's cancel (or the pool's) skips it. The
+ * record goes back to this thread's cache, unless it is `bare` (on the
+ * stack of knit__member_run_bare): then only a buffer it returned is
+ * freed. */
+static void knit__member_body(struct knit__pool *p, knit_future *f,
+                              struct knit__worker *w, struct knit__producer *rec,
+                              bool local, bool bare) {
     struct knit_group *g = f->group;
     bool by_group = knit__group_cancelled(g);
     if (by_group ||
@@ -86,16 +92,45 @@ static void knit__member_run(struct knit__pool *p, knit_future *f,
          * former. */
         knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
         if (by_group) knit__stat_add(w ? &w->skipped : &rec->skipped, 1);
-        knit__future_recycle(f);
+        if (bare)
+            knit__payload_drop(f);
+        else
+            knit__future_recycle(f);
         knit__group_member_done(g, KNIT_ECANCELED, 0, NULL);
     } else {
         knit_task task;
         (void)knit__task_call(p, f, w, rec, &task);
-        knit__future_recycle(f);
+        if (bare)
+            knit__payload_drop(f);
+        else
+            knit__future_recycle(f);
         knit__group_member_done(g, task.failed ? KNIT_ETASK : 0, task.code,
                                 task.message);
     }
     knit__settled(p, w, local);
+}
+
+static void knit__member_run(struct knit__pool *p, knit_future *f,
+                             struct knit__worker *w, struct knit__producer *rec,
+                             bool local) {
+    knit__member_body(p, f, w, rec, local, false);
+}
+
+void knit__member_run_bare(struct knit__pool *p, knit_fn fn, void *arg,
+                           struct knit_group *g, struct knit__worker *w,
+                           struct knit__producer *rec) {
+    /* What the task's calls read of their record: lines 0 and 1, zeroed
+     * (no payload, no antecedent, not cancelled). */
+    knit_future f;
+    memset(&f, 0, offsetof(knit_future, mag_next));
+    atomic_init(&f.refs, 1);
+    atomic_init(&f.out_state, KNIT__OUT_NONE);
+    f.in_kind = KNIT__PAY_NONE;
+    f.fn = fn;
+    f.arg = arg;
+    f.group = g;
+    f.pool = p;
+    knit__member_body(p, &f, w, rec, false, true);
 }
 
 void knit__task_run(struct knit__pool *p, knit_future *f,

@@ -491,6 +491,68 @@ TEST(AllocFail, PipelineCreate) {
     EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
 }
 
+// A group member submitted from outside travels in its lane with no
+// record; the thread that claims it makes one from its own cache. Here the
+// only worker is held, so the member is claimed by the thread that waits
+// for the group, and every allocation point that thread reaches fails in
+// turn: in the submit (KNIT_ENOMEM, nothing counted), or in the claim,
+// where the member then runs with a record on the claimer's stack. Either
+// way the group ends with every accepted member run exactly once.
+TEST(AllocFail, GroupMemberInALaneRunsWithoutARecord) {
+    knit_pool *pool = make_pool(1);
+    unsigned points = walk("group member from outside", [&](unsigned n) {
+        bool fired = false;
+        std::thread outside([&] {
+            std::atomic<int> hold{1}, started{0}, ran{0};
+            struct Hold {
+                std::atomic<int> *hold, *started;
+            } h{&hold, &started};
+            knit_future *blocker = nullptr;
+            ASSERT_EQ(0, knit_submit(
+                             pool,
+                             [](knit_task *, void *a) -> void * {
+                                 auto *x = static_cast<Hold *>(a);
+                                 x->started->store(1);
+                                 while (x->hold->load() != 0) std::this_thread::yield();
+                                 return nullptr;
+                             },
+                             &h, &blocker));
+            while (started.load() == 0) std::this_thread::yield();
+            knit_group *g = nullptr;
+            ASSERT_EQ(0, knit_group_create(pool, &g)) << knit_last_error();
+            knit__fault_arm(n);
+            int rc = knit_group_submit(
+                g,
+                [](knit_task *, void *a) -> void * {
+                    static_cast<std::atomic<int> *>(a)->fetch_add(1);
+                    return nullptr;
+                },
+                &ran);
+            int wrc = knit_group_wait(g, -1);
+            fired = knit__fault_fired();
+            knit__fault_arm(0);
+            if (rc == 0) {
+                EXPECT_EQ(0, wrc) << knit_last_error();
+                EXPECT_EQ(1, ran.load());
+            } else {
+                expect_enomem(rc);
+                EXPECT_EQ(0, wrc);
+                EXPECT_EQ(0, ran.load());
+            }
+            hold = 0;
+            EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
+            knit_future_release(blocker);
+            EXPECT_EQ(0, knit_group_destroy(g));
+            EXPECT_EQ(rc == 0 ? 1 : 0, ran.load());
+        });
+        outside.join();
+        return fired;
+    });
+    EXPECT_GE(points, 1u); // the claim's record, at least
+    expect_usable(pool);
+    EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN));
+}
+
 // KNIT_PIPELINE_INPUT_IN_TASKS: a submit of the input task that fails
 // (every allocation point the calling thread reaches in the run: its
 // producer record, its futures, its carpets) is absorbed: the calling
