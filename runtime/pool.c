@@ -55,9 +55,8 @@ static pthread_mutex_t knit__grave_lock = PTHREAD_MUTEX_INITIALIZER;
 static knit_pool *knit__graveyard;
 static _Atomic uint64_t knit__next_gen = 1;
 
-static _Thread_local struct knit__tls knit__tls_state;
+_Thread_local struct knit__tls knit__tls_state;
 
-struct knit__tls *knit__tls_get(void) { return &knit__tls_state; }
 
 int64_t knit__now_ns(void) {
     struct timespec ts;

@@ -374,7 +374,12 @@ static inline void knit__stat_add(_Atomic uint64_t *s, uint64_t v) {
 }
 
 /* ---- runtime/pool.c ---- */
-struct knit__tls *knit__tls_get(void);
+/* The calling thread's state: one TLS variable, hidden in the library, so
+ * reading it is inline (not a call per use: submit, await and release
+ * each ask several times). */
+extern _Thread_local struct knit__tls knit__tls_state
+    __attribute__((visibility("hidden")));
+static inline struct knit__tls *knit__tls_get(void) { return &knit__tls_state; }
 /* Claims and runs one batch from any carpet (own first). `consumer` is a
  * worker id or a helper id. Returns tasks handled. */
 unsigned knit__pool_run_some(struct knit__pool *p, unsigned consumer,
