@@ -86,7 +86,9 @@ check "no RPATH/RUNPATH" bash -c '! grep -Eq "\((RPATH|RUNPATH)\)" <<<"$1"' _ "$
 # The exported functions, and the functions the installed headers declare
 # (preprocessed, so comments and macros are gone; a name followed by "(" is
 # a declaration, "(*name)(" a function pointer type).
-nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//' | sort -u > "$tmp/exports"
+# Global symbols only (an upper-case type): a hidden thread-local stays in
+# the dynamic table as a LOCAL symbol for its TLS relocation, not exported.
+nm -D --defined-only "$so" | awk '$2 ~ /^[A-Z]$/ {print $3}' | sed 's/@.*//' | sort -u > "$tmp/exports"
 printf '#include <knit/knit.h>\n' |
   $CC -std=c11 -E -P -I"$prefix/include" -x c - |
   grep -o '[(*[:space:]]knit_[a-z][a-z0-9_]*[[:space:]]*(' |
