@@ -181,23 +181,31 @@ static void knit__item_finish(struct knit__item *it) {
 
 static void knit__item_advance(struct knit__item *it);
 
-static void *knit__item_task(knit_task *task, void *arg) {
-    struct knit__item *it = arg;
-    struct knit_pipeline *pl = it->pl; /* `it` may be reused once advanced */
-    knit_task_label(task, "pipeline item");
-    /* Item tasks run even when the pool cancels (always_run), so every
-     * item is still freed; a pool cancel stops the pipeline like
-     * knit_pipeline_cancel. */
+/* What every pipeline task (an item's, the input's) does around its work:
+ * it runs even when the pool cancels (always_run), so every item is still
+ * freed, and a pool cancel stops the pipeline like knit_pipeline_cancel;
+ * it counts itself in `active` until it is done with the pipeline. */
+static void knit__pl_task(knit_task *task, struct knit_pipeline *pl,
+                          const char *label, void (*work)(void *), void *arg) {
+    knit_task_label(task, label);
     if (knit_task_cancelled(task)) knit_pipeline_cancel(pl);
     /* Relaxed: this task finishes no item before this increment, and the
      * driver reads `active` under the pipeline lock, which every finish
      * takes after it. */
     atomic_fetch_add_explicit(&pl->active, 1, memory_order_relaxed);
-    knit__item_advance(it);
+    work(arg);
     pthread_mutex_lock(&pl->mu);
     atomic_fetch_sub_explicit(&pl->active, 1, memory_order_relaxed);
     knit__pl_poke(pl);
     pthread_mutex_unlock(&pl->mu);
+}
+
+static void knit__item_work(void *it) { knit__item_advance(it); }
+
+static void *knit__item_task(knit_task *task, void *arg) {
+    struct knit__item *it = arg;
+    /* it->pl read first: `it` may be reused once advanced. */
+    knit__pl_task(task, it->pl, "pipeline item", knit__item_work, it);
     return NULL;
 }
 
@@ -362,19 +370,10 @@ static void knit__input_step(struct knit_pipeline *pl) {
     knit__item_advance(it);
 }
 
+static void knit__input_work(void *pl) { knit__input_step(pl); }
+
 static void *knit__input_task(knit_task *task, void *arg) {
-    struct knit_pipeline *pl = arg;
-    knit_task_label(task, "pipeline input");
-    /* As an item task: it runs even when the pool cancels (always_run),
-     * and a pool cancel stops the pipeline. */
-    if (knit_task_cancelled(task)) knit_pipeline_cancel(pl);
-    /* Relaxed: as in knit__item_task. */
-    atomic_fetch_add_explicit(&pl->active, 1, memory_order_relaxed);
-    knit__input_step(pl);
-    pthread_mutex_lock(&pl->mu);
-    atomic_fetch_sub_explicit(&pl->active, 1, memory_order_relaxed);
-    knit__pl_poke(pl);
-    pthread_mutex_unlock(&pl->mu);
+    knit__pl_task(task, arg, "pipeline input", knit__input_work, arg);
     return NULL;
 }
 
