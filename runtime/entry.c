@@ -46,6 +46,7 @@ struct knit__entries {
     alignas(KNIT__LINE) knit_pool *_Atomic slot[KNIT__ENTRY_SLOTS];
     unsigned depth[KNIT__ENTRY_SLOTS]; /* calls inside slot[i] (owner only) */
     bool linked;                       /* on the registry (owner, lock) */
+    bool exited;                       /* unlinked at thread exit: never again */
     struct knit__entries *prev, *next; /* the registry (lock) */
 };
 
@@ -61,7 +62,11 @@ static inline bool knit__inside_own_task(const knit_pool *h) {
     return cur != NULL && cur->pool->handle == h;
 }
 
-static void knit__entries_link(struct knit__entries *e) {
+/* Links this thread's record: false when it must not be (the thread is
+ * exiting, or its exit hook cannot be armed, so nothing would unlink the
+ * record before its memory goes): the caller counts itself in `users`. */
+static bool knit__entries_link(struct knit__entries *e) {
+    if (e->exited || knit__thread_exit_arm() != 0) return false;
     pthread_mutex_lock(&knit__entries_lock);
     e->prev = NULL;
     e->next = knit__entries_head;
@@ -69,11 +74,14 @@ static void knit__entries_link(struct knit__entries *e) {
     knit__entries_head = e;
     e->linked = true;
     pthread_mutex_unlock(&knit__entries_lock);
-    knit__thread_exit_arm(); /* unlinked when the thread exits */
+    return true;
 }
 
 void knit__entries_unlink(void) {
     struct knit__entries *e = &knit__my_entries;
+    /* A later thread-exit destructor that calls knit must not link the
+     * record again: its memory goes with the thread. */
+    e->exited = true;
     if (!e->linked) return;
     pthread_mutex_lock(&knit__entries_lock);
     if (e->prev != NULL)
@@ -127,8 +135,8 @@ int knit__pool_enter(knit_pool *h, bool any) {
         }
         if (s == NULL && free_ == KNIT__ENTRY_SLOTS) free_ = i;
     }
-    if (free_ == KNIT__ENTRY_SLOTS) return knit__enter_counted(h, any);
-    if (!e->linked) knit__entries_link(e);
+    if (free_ == KNIT__ENTRY_SLOTS || (!e->linked && !knit__entries_link(e)))
+        return knit__enter_counted(h, any);
     /* seq-cst store then seq-cst load: pairs with destroy's seq-cst state
      * store followed by its seq-cst loads of the slots
      * (knit__entries_wait_out). */
@@ -177,6 +185,13 @@ void knit__entries_wait_out(knit_pool *h) {
         if (!inside) return;
         sched_yield();
     }
+}
+
+bool knit__entries_inside(const knit_pool *h) {
+    for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++)
+        if (atomic_load_explicit(&knit__my_entries.slot[i], memory_order_relaxed) == h)
+            return true;
+    return false;
 }
 
 /* ---- introspection (tests) ---- */

@@ -359,9 +359,11 @@ static int64_t knit__deadline(int64_t start, int64_t span) {
 /* An outside waiter has helped long enough: gives its helper id back; from
  * now on it only sleeps. */
 static void knit__helper_stop(struct knit__pool *p, struct knit__tls *tls,
-                              bool *own_id, unsigned *consumer) {
+                              bool *own_id, unsigned *consumer,
+                              struct knit__pool *cpool, unsigned outer) {
     knit__pool_helper_release(p, *consumer);
-    tls->cpool = NULL;
+    tls->cpool = cpool; /* the thread's own: another pool's task, maybe */
+    tls->consumer = outer;
     *own_id = false;
     *consumer = UINT32_MAX;
 }
@@ -412,6 +414,11 @@ static int knit__wait_set(struct knit__set *sp, struct knit__pool *p,
     bool nested = tls->cpool == p && tls->current != NULL;
     bool own_id = false;
     bool entered = false;
+    /* What this thread was before it took a helper id here: a task of
+     * another pool, on that pool's worker or helper id; restored when the
+     * id is given back, or that task would go on under ours. */
+    struct knit__pool *outer_pool = tls->cpool;
+    unsigned outer_consumer = tls->consumer;
     if (w != NULL || nested) {
         consumer = tls->consumer;
     } else if (help && p->await_spin_ns > 0 && knit__pool_enter(h, true) == 0) {
@@ -451,7 +458,8 @@ static int knit__wait_set(struct knit__set *sp, struct knit__pool *p,
              * only takes the CPU from them (a preempted worker holds up
              * everyone who waits for its tasks). */
             if (own_id && (++helped & 15) == 0 && knit__now_ns() >= spin_end)
-                knit__helper_stop(p, tls, &own_id, &consumer);
+                knit__helper_stop(p, tls, &own_id, &consumer, outer_pool,
+                                  outer_consumer);
             continue;
         }
         tl_after_task = false;
@@ -467,7 +475,8 @@ static int knit__wait_set(struct knit__set *sp, struct knit__pool *p,
             spin_end = knit__deadline(start, p->await_spin_ns);
         }
         if (now >= deadline) break;
-        if (own_id && now >= spin_end) knit__helper_stop(p, tls, &own_id, &consumer);
+        if (own_id && now >= spin_end)
+            knit__helper_stop(p, tls, &own_id, &consumer, outer_pool, outer_consumer);
         if (entered && consumer == UINT32_MAX) {
             knit__pool_exit(h);
             entered = false;
@@ -489,10 +498,7 @@ static int knit__wait_set(struct knit__set *sp, struct knit__pool *p,
         }
         knit__waiters_unlink(&set, recs);
     }
-    if (own_id) {
-        knit__pool_helper_release(p, consumer);
-        tls->cpool = NULL;
-    }
+    if (own_id) knit__helper_stop(p, tls, &own_id, &consumer, outer_pool, outer_consumer);
     if (tl) {
         int64_t t1 = tl_after_task ? tls->tl_t1 : knit__now_ns();
         knit__tl_await(p, w, tl_t0 >= 0 ? tl_t0 : t1, t1, ran);

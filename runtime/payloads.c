@@ -81,9 +81,9 @@ static int knit__arena_take(knit_pool *h, struct knit__pool *p, size_t len,
             return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
         /* Wait for tasks to free payloads: help if we are a consumer. */
         struct knit__tls *tls = knit__tls_get();
-        if (tls->cpool == p &&
-            knit__pool_run_some(p, tls->consumer, tls->worker,
-                                knit__producer_get(h, p)))
+        struct knit__producer *rec =
+            tls->cpool == p ? knit__producer_get(h, p) : NULL;
+        if (rec != NULL && knit__pool_run_some(p, tls->consumer, tls->worker, rec))
             continue;
         if (round < 16) {
             sched_yield();

@@ -494,8 +494,8 @@ static void knit__pl_wait(struct knit_pipeline *pl, bool for_room) {
             continue;
         }
         pthread_mutex_unlock(&pl->mu);
-        if (!knit__pool_run_some(p, tls->consumer, tls->worker,
-                                 knit__producer_get(pl->pool, p)))
+        struct knit__producer *rec = knit__producer_get(pl->pool, p);
+        if (rec == NULL || !knit__pool_run_some(p, tls->consumer, tls->worker, rec))
             sched_yield();
         pthread_mutex_lock(&pl->mu);
     }

@@ -99,10 +99,13 @@ static int knit__copy_lane(void *ctx, unsigned lane) {
 /* A member that travelled in a lane gets its record here, from the
  * claiming thread's own cache: a record it freed itself, hot in its
  * cache, instead of one the submitter wrote on another core. NULL when
- * there is no memory for one (the claimer then runs it bare). */
+ * there is no memory for one (the claimer then runs it bare). The record
+ * is looked up now, not taken from the caller: a helper's tasks may have
+ * evicted it from the thread's map meanwhile, and an adopter may own it
+ * (its cache is not atomic). */
 static knit_future *knit__member_record(struct knit__pool *p,
-                                        struct knit__producer *rec,
                                         const struct knit__claimed *e) {
+    struct knit__producer *rec = knit__producer_get(p->handle, p);
     /* A point of failure in the fault-injection build even when the
      * cache has a record (tests/alloc_fail_test.cc reaches the bare run
      * through it); nothing in the plain build. */
@@ -192,7 +195,7 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
     unsigned nf = 0, bare[KNIT_LANES], nbare = 0;
     for (unsigned i = 0; i < fr.n; i++) {
         knit_future *f = fr.e[i].f;
-        if (f == NULL && (f = knit__member_record(p, rec, &fr.e[i])) == NULL) {
+        if (f == NULL && (f = knit__member_record(p, &fr.e[i])) == NULL) {
             bare[nbare++] = i;
             continue;
         }
@@ -222,7 +225,10 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
         knit__task_run(p, fs[i], w, rec);
     /* More than one task: let a sleeping peer steal (B1 was the deque's
      * seq-cst bottom store). */
-    if (pushed > 1) knit__pool_notify(p);
+    /* Bare members run before this returns, maybe long, while the caller
+     * may still count as spinning: whatever was pushed must not wait for
+     * them. */
+    if (pushed > 1 || (pushed > 0 && nbare > 0)) knit__pool_notify(p);
     for (unsigned i = 0; i < nbare; i++) {
         const struct knit__claimed *e = &fr.e[bare[i]];
         knit_fn fn;
@@ -746,6 +752,13 @@ int knit_pool_destroy(knit_pool *h, int how) {
         return knit__fail(KNIT_EBUSY,
                           "knit_pool_destroy called from inside the pool's "
                           "own task");
+    }
+    if (knit__entries_inside(h)) { /* it would wait for itself */
+        pthread_mutex_unlock(&h->lock);
+        return knit__fail(KNIT_EBUSY,
+                          "knit_pool_destroy called from inside a call into "
+                          "the same pool (a pipeline's input or stage, a "
+                          "payload's free function)");
     }
     /* From here outside submits fail; the workers go on. seq-cst: pairs
      * with knit__pool_enter. */

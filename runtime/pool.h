@@ -405,6 +405,9 @@ void knit__pool_exit(knit_pool *h);
 void knit__entries_wait_out(knit_pool *h);
 /* Thread exit: takes this thread's entry record off the registry. */
 void knit__entries_unlink(void);
+/* Whether the calling thread is inside h through one of its slots (a
+ * call into h is under way on its stack). */
+bool knit__entries_inside(const knit_pool *h);
 /* Tests: slots of this thread that hold a pool; records on the registry
  * (threads that entered a pool and have not exited). */
 unsigned knit__entries_held(void);
@@ -446,8 +449,8 @@ int knit__publish(struct knit__pool *p, struct knit__producer *rec,
                   const knit__lane_task *t);
 void knit__thread_exit_hook_install(void);
 /* Makes sure this thread's exit runs knit__thread_exit (entry records,
- * producer records). */
-void knit__thread_exit_arm(void);
+ * producer records): 0, or pthread_setspecific's error. */
+int knit__thread_exit_arm(void);
 
 /* ---- runtime/future.c ---- */
 knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec);

@@ -96,8 +96,8 @@ static void knit__thread_exit(void *unused) {
     knit__entries_unlink();
 }
 
-void knit__thread_exit_arm(void) {
-    pthread_setspecific(knit__exit_key, (void *)1);
+int knit__thread_exit_arm(void) {
+    return pthread_setspecific(knit__exit_key, (void *)1);
 }
 
 static void knit__exit_key_create(void) {

@@ -1012,6 +1012,46 @@ TEST(PipelineOptions, InputInTasksRunsItemOnTheReadingWorker) {
     for (uint64_t i = 0; i < 64; i++) EXPECT_NE(std::this_thread::get_id(), ctx.reader[i]);
 }
 
+// knit_pool_destroy from the input (on the thread inside
+// knit_pipeline_run) would wait for that very call to leave the pool:
+// KNIT_EBUSY, and the pipeline and the pool go on.
+TEST(PipelineShutdown, DestroyFromTheInputIsEbusy) {
+    knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
+    po.threads = 2;
+    knit_pool *pool = nullptr;
+    ASSERT_EQ(0, knit_pool_create(&po, &pool)) << knit_last_error();
+    struct Ctx {
+        knit_pool *pool;
+        int calls = 0;
+        int rc = 0;
+        std::string msg;
+        static int input(void *p, knit_buf *item) {
+            auto *c = static_cast<Ctx *>(p);
+            if (c->calls++ == 3) {
+                c->rc = knit_pool_destroy(c->pool, KNIT_DRAIN);
+                c->msg = knit_last_error();
+                return 0;
+            }
+            *item = knit_buf{nullptr, 0, nullptr, nullptr};
+            return 1;
+        }
+    } ctx{pool, 0, 0, {}};
+    knit_stage ks[1] = {{KNIT_STAGE_PARALLEL, [](void *, uint64_t, knit_buf *) -> int { return 0; },
+                         nullptr}};
+    knit_pipeline_options o = KNIT_PIPELINE_OPTIONS_INIT;
+    o.input = &Ctx::input;
+    o.input_ctx = &ctx;
+    o.stages = ks;
+    o.nstages = 1;
+    knit_pipeline *pl = nullptr;
+    ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
+    EXPECT_EQ(0, knit_pipeline_run(pl)) << knit_last_error();
+    knit_pipeline_destroy(pl);
+    EXPECT_EQ(KNIT_EBUSY, ctx.rc);
+    EXPECT_NE(std::string::npos, ctx.msg.find("inside a call into the same pool")) << ctx.msg;
+    EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN)) << knit_last_error();
+}
+
 TEST(PipelineShutdown, CreateOnDestroyedPoolIsEshutdown) {
     knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
     po.threads = 1;

@@ -119,6 +119,47 @@ TEST(Pool, AwaitTimeoutExpiresThenSucceeds) {
     knit_future_release(f);
 }
 
+// A task of pool Q awaits a future of pool P from Q's worker: the await
+// helps P under one of P's helper ids, and gives the thread back to Q
+// afterwards. Then the task goes on as Q's own: a nested submit and await
+// on Q (its one worker) must still run on Q's deque and ids (before the
+// fix it ran under P's helper id, past the end of Q's arrays: ASan) and
+// a fork-join on Q still works.
+TEST(Pool, AwaitOnAnotherPoolFromATaskKeepsTheTasksIds) {
+    Pool q(1), p(4);
+    struct Ctx {
+        knit_pool *p;
+        std::atomic<int> ok{0};
+    } ctx{p, {}};
+    knit_future *outer = nullptr;
+    ASSERT_EQ(0, knit_submit(
+                     q,
+                     [](knit_task *t, void *a) -> void * {
+                         auto *c = static_cast<Ctx *>(a);
+                         for (int round = 0; round < 20; round++) {
+                             knit_future *f = nullptr;
+                             if (knit_submit(c->p, sleep_ms, reinterpret_cast<void *>(1), &f) != 0)
+                                 return nullptr;
+                             if (knit_await(f, -1, nullptr) != 0) return nullptr;
+                             knit_future_release(f);
+                             knit_future *g = nullptr;
+                             if (knit_submit(knit_task_pool(t), ret_arg,
+                                             reinterpret_cast<void *>(7), &g) != 0)
+                                 return nullptr;
+                             void *r = nullptr;
+                             if (knit_await(g, -1, &r) != 0 || r != reinterpret_cast<void *>(7))
+                                 return nullptr;
+                             knit_future_release(g);
+                         }
+                         c->ok = 1;
+                         return nullptr;
+                     },
+                     &ctx, &outer));
+    ASSERT_EQ(0, knit_await(outer, 60'000'000'000, nullptr)) << knit_last_error();
+    knit_future_release(outer);
+    EXPECT_EQ(1, ctx.ok.load());
+}
+
 TEST(Pool, AwaitAllAndAny) {
     Pool pool(2);
     knit_future *fs[3];
