@@ -62,6 +62,14 @@ static inline bool knit__inside_own_task(const knit_pool *h) {
     return cur != NULL && cur->pool->handle == h;
 }
 
+/* The index of this thread's slot that holds h (NULL: a free one), or
+ * KNIT__ENTRY_SLOTS. Relaxed: the slots are this thread's own. */
+static unsigned knit__slot_find(const struct knit__entries *e, const knit_pool *h) {
+    for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++)
+        if (atomic_load_explicit(&e->slot[i], memory_order_relaxed) == h) return i;
+    return KNIT__ENTRY_SLOTS;
+}
+
 /* Links this thread's record: false when it must not be (the thread is
  * exiting, or its exit hook cannot be armed, so nothing would unlink the
  * record before its memory goes): the caller counts itself in `users`. */
@@ -121,20 +129,16 @@ int knit__pool_enter(knit_pool *h, bool any) {
     if (h == NULL) return knit__fail(KNIT_EINVAL, "pool is NULL");
     if (knit__inside_own_task(h)) return 0;
     struct knit__entries *e = &knit__my_entries;
-    unsigned free_ = KNIT__ENTRY_SLOTS;
-    for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++) {
-        /* relaxed: the slot is this thread's own. */
-        knit_pool *s = atomic_load_explicit(&e->slot[i], memory_order_relaxed);
-        if (s == h) {
-            /* Already inside: the pool cannot be freed under us; only
-             * the state decides (acquire: as any state read). */
-            uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
-            if (!knit__enter_allowed(st, any)) return knit__enter_refused(st);
-            e->depth[i]++;
-            return 0;
-        }
-        if (s == NULL && free_ == KNIT__ENTRY_SLOTS) free_ = i;
+    unsigned i = knit__slot_find(e, h);
+    if (i < KNIT__ENTRY_SLOTS) {
+        /* Already inside: the pool cannot be freed under us; only the
+         * state decides (acquire: as any state read). */
+        uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
+        if (!knit__enter_allowed(st, any)) return knit__enter_refused(st);
+        e->depth[i]++;
+        return 0;
     }
+    unsigned free_ = knit__slot_find(e, NULL);
     if (free_ == KNIT__ENTRY_SLOTS || (!e->linked && !knit__entries_link(e)))
         return knit__enter_counted(h, any);
     /* seq-cst store then seq-cst load: pairs with destroy's seq-cst state
@@ -153,14 +157,14 @@ int knit__pool_enter(knit_pool *h, bool any) {
 void knit__pool_exit(knit_pool *h) {
     if (knit__inside_own_task(h)) return;
     struct knit__entries *e = &knit__my_entries;
-    for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++)
-        if (atomic_load_explicit(&e->slot[i], memory_order_relaxed) == h) {
-            if (--e->depth[i] == 0)
-                /* release: what this call did to the pool happens before
-                 * destroy (seq-cst load of the slot) frees it. */
-                atomic_store_explicit(&e->slot[i], NULL, memory_order_release);
-            return;
-        }
+    unsigned i = knit__slot_find(e, h);
+    if (i < KNIT__ENTRY_SLOTS) {
+        if (--e->depth[i] == 0)
+            /* release: what this call did to the pool happens before
+             * destroy (seq-cst load of the slot) frees it. */
+            atomic_store_explicit(&e->slot[i], NULL, memory_order_release);
+        return;
+    }
     /* release: as above, for destroy's seq-cst loads of `users`. */
     atomic_fetch_sub_explicit(&h->users, 1, memory_order_release);
 }
@@ -188,10 +192,7 @@ void knit__entries_wait_out(knit_pool *h) {
 }
 
 bool knit__entries_inside(const knit_pool *h) {
-    for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++)
-        if (atomic_load_explicit(&knit__my_entries.slot[i], memory_order_relaxed) == h)
-            return true;
-    return false;
+    return knit__slot_find(&knit__my_entries, h) < KNIT__ENTRY_SLOTS;
 }
 
 /* ---- introspection (tests) ---- */

@@ -200,6 +200,13 @@ static void knit__pl_task(knit_task *task, struct knit_pipeline *pl,
     pthread_mutex_unlock(&pl->mu);
 }
 
+/* Submits one of the pipeline's tasks: always_run, no future. 0, or the
+ * submit's failure (the caller then does the work another way). */
+static int knit__pl_submit(struct knit_pipeline *pl, knit_fn fn, void *arg) {
+    struct knit__submit_payload always = {NULL, 0, NULL, KNIT__PAY_NONE, true};
+    return knit__submit(pl->pool, fn, arg, &always, NULL);
+}
+
 static void knit__item_work(void *it) { knit__item_advance(it); }
 
 static void *knit__item_task(knit_task *task, void *arg) {
@@ -216,9 +223,7 @@ static void knit__item_dispatch(struct knit__item *it) {
         knit__item_finish(it);
         return;
     }
-    struct knit__submit_payload always = {NULL, 0, NULL, KNIT__PAY_NONE, true};
-    if (knit__submit(it->pl->pool, knit__item_task, it, &always, NULL) != 0)
-        knit__item_advance(it);
+    if (knit__pl_submit(it->pl, knit__item_task, it) != 0) knit__item_advance(it);
 }
 
 static void knit__run_stage(struct knit__item *it, unsigned k) {
@@ -297,8 +302,8 @@ static void knit__item_advance(struct knit__item *it) {
     knit__item_finish(it);
 }
 
-/* Takes a free item and numbers it as the input's next (pipeline lock
- * held; there is room, so a free item exists). */
+/* Takes a free item for the input to fill, its buffer empty (pipeline
+ * lock held; there is room, so a free item exists). */
 static struct knit__item *knit__item_take(struct knit_pipeline *pl) {
     struct knit__item *it = pl->free_items;
     pl->free_items = it->next;
@@ -380,8 +385,7 @@ static void *knit__input_task(knit_task *task, void *arg) {
 /* Submits the input task (in_state is QUEUED, set by the caller under the
  * lock). If the pool takes no task, the driver calls the input instead. */
 static void knit__input_schedule(struct knit_pipeline *pl) {
-    struct knit__submit_payload always = {NULL, 0, NULL, KNIT__PAY_NONE, true};
-    if (knit__submit(pl->pool, knit__input_task, pl, &always, NULL) == 0) return;
+    if (knit__pl_submit(pl, knit__input_task, pl) == 0) return;
     pthread_mutex_lock(&pl->mu);
     pl->in_state = KNIT__IN_DRIVER;
     knit__pl_poke(pl);

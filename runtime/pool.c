@@ -57,7 +57,6 @@ static _Atomic uint64_t knit__next_gen = 1;
 
 _Thread_local struct knit__tls knit__tls_state;
 
-
 int64_t knit__now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -68,7 +67,7 @@ int64_t knit__now_ns(void) {
 
 /* One claimed lane: a future, or a group member that travelled in the
  * lane itself (f NULL: fn, arg and group from the slot; see
- * knit__publish_member). */
+ * knit__member_lane in submit.c). */
 struct knit__claimed {
     knit_future *f;
     void *fn, *arg;
@@ -189,6 +188,12 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
     fr.c = c;
     fr.n = 0;
     int k = knit__carpet_claim(c, consumer, knit__copy_lane, &fr);
+    if (fr.n == 0) {
+        if (w != NULL && k == 0 &&
+            (knit_carpet_host_bits(c) ^ knit_carpet_worker_bits(c)) != 0)
+            knit__stat_add(&w->lost, 1);
+        return 0;
+    }
     /* Records for the members that came in lanes; without memory for one,
      * a member is run bare below, after the rest are pushed. */
     knit_future *fs[KNIT_LANES];
@@ -200,12 +205,6 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
             continue;
         }
         fs[nf++] = f;
-    }
-    if (fr.n == 0) {
-        if (w != NULL && k == 0 &&
-            (knit_carpet_host_bits(c) ^ knit_carpet_worker_bits(c)) != 0)
-            knit__stat_add(&w->lost, 1);
-        return 0;
     }
     /* Started, as far as max_pending goes. seq-cst RMW: see
      * knit__space_notify. */

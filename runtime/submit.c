@@ -355,8 +355,6 @@ static void knit__member_lane(knit__lane_task *t, knit_fn fn, void *arg,
     t->user[0] = (uint64_t)(uintptr_t)g;
 }
 
-
-
 /* Waits a little for room under max_pending or (`carpet`) for a carpet
  * with a free lane: a task helps (runs claimable tasks); an outside thread
  * sleeps until claims took pending down to the low-water mark, or (a lane

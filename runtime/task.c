@@ -84,6 +84,8 @@ static void knit__member_body(struct knit__pool *p, knit_future *f,
                               bool local, bool bare) {
     struct knit_group *g = f->group;
     bool by_group = knit__group_cancelled(g);
+    int code = KNIT_ECANCELED, task_code = 0;
+    char *message = NULL;
     if (by_group ||
         atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
             KNIT__POOL_CANCELLING) {
@@ -92,21 +94,20 @@ static void knit__member_body(struct knit__pool *p, knit_future *f,
          * former. */
         knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
         if (by_group) knit__stat_add(w ? &w->skipped : &rec->skipped, 1);
-        if (bare)
-            knit__payload_drop(f);
-        else
-            knit__future_recycle(f);
-        knit__group_member_done(g, KNIT_ECANCELED, 0, NULL);
     } else {
         knit_task task;
         (void)knit__task_call(p, f, w, rec, &task);
-        if (bare)
-            knit__payload_drop(f);
-        else
-            knit__future_recycle(f);
-        knit__group_member_done(g, task.failed ? KNIT_ETASK : 0, task.code,
-                                task.message);
+        code = task.failed ? KNIT_ETASK : 0;
+        task_code = task.code;
+        message = task.message;
     }
+    /* The record is done with before the group hears of it: the last
+     * member's report may let a waiter destroy the group. */
+    if (bare)
+        knit__payload_drop(f);
+    else
+        knit__future_recycle(f);
+    knit__group_member_done(g, code, task_code, message);
     knit__settled(p, w, local);
 }
 

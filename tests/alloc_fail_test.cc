@@ -453,6 +453,18 @@ int touch(void *, uint64_t, knit_buf *item) {
     return item->len == 16 ? 0 : KNIT_EINVAL;
 }
 
+// A pipeline of count_input (`*left` items) through `stages`.
+knit_pipeline_options count_options(int *left, knit_stage *stages, size_t nstages,
+                                    unsigned flags = 0) {
+    knit_pipeline_options o = KNIT_PIPELINE_OPTIONS_INIT;
+    o.input = count_input;
+    o.input_ctx = left;
+    o.stages = stages;
+    o.nstages = nstages;
+    o.flags = flags;
+    return o;
+}
+
 TEST(AllocFail, PipelineCreate) {
     knit_pool *pool = make_pool(2);
     knit_stage stages[3] = {
@@ -462,11 +474,7 @@ TEST(AllocFail, PipelineCreate) {
     };
     unsigned points = walk("knit_pipeline_create", [&](unsigned n) {
         int left = 50;
-        knit_pipeline_options o = KNIT_PIPELINE_OPTIONS_INIT;
-        o.input = count_input;
-        o.input_ctx = &left;
-        o.stages = stages;
-        o.nstages = 3;
+        knit_pipeline_options o = count_options(&left, stages, 3);
         knit_pipeline *pl = reinterpret_cast<knit_pipeline *>(1);
         int64_t before = net_bytes();
         knit__fault_arm(n);
@@ -569,12 +577,8 @@ TEST(AllocFail, PipelineInputInTasksSurvivesFailedSubmits) {
         bool fired = false;
         std::thread driver([&] {
             int left = 50;
-            knit_pipeline_options o = KNIT_PIPELINE_OPTIONS_INIT;
-            o.input = count_input;
-            o.input_ctx = &left;
-            o.stages = stages;
-            o.nstages = 2;
-            o.flags = KNIT_PIPELINE_INPUT_IN_TASKS;
+            knit_pipeline_options o =
+                count_options(&left, stages, 2, KNIT_PIPELINE_INPUT_IN_TASKS);
             knit_pipeline *pl = nullptr;
             ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
             knit__fault_arm(n);
