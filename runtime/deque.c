@@ -49,6 +49,17 @@ struct knit_future *knit__deque_pop(knit__deque *d) {
     return f;
 }
 
+struct knit_future *knit__deque_pop_if(knit__deque *d, struct knit_future *f) {
+    /* Only the owner writes bottom and the cells, so this peek is exact
+     * for them; a stale cell of an empty deque, or an element a thief is
+     * taking, is sorted out by the pop's own protocol (NULL). */
+    int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed) - 1;
+    if (atomic_load_explicit(&d->cell[b & (KNIT__DEQUE_CAP - 1)],
+                             memory_order_relaxed) != f)
+        return NULL;
+    return knit__deque_pop(d);
+}
+
 struct knit_future *knit__deque_steal(knit__deque *d) {
     int64_t t = atomic_load_explicit(&d->top, memory_order_seq_cst);
     int64_t b = atomic_load_explicit(&d->bottom, memory_order_seq_cst);

@@ -44,6 +44,9 @@ unsigned knit__deque_push_batch(knit__deque *d, struct knit_future *const *fs,
                                 unsigned n);
 /* Owner. NULL when empty. */
 struct knit_future *knit__deque_pop(knit__deque *d);
+/* Owner. Pops the bottom (newest) element only if it is f: f, or NULL
+ * when the bottom is something else or a thief took f first. */
+struct knit_future *knit__deque_pop_if(knit__deque *d, struct knit_future *f);
 /* Any thread. NULL when empty or when it lost a race (try elsewhere). */
 struct knit_future *knit__deque_steal(knit__deque *d);
 /* Any thread; seq-cst loads (the parking re-check). */

@@ -438,14 +438,23 @@ static int knit__wait_set(struct knit__set *sp, struct knit__pool *p,
                                   : INT64_MAX; /* set with start */
     unsigned idle = 0, helped = 0;
     knit__doorbell *bell = w != NULL ? &w->bell : &tls->bell;
+    /* A wait for one future runs its task here first if it is a subtask
+     * nobody has started (knit__task_inline). Tried once: a task taken by
+     * someone else is not given back. Not for await_any, where another
+     * future could settle long before this task would end. */
+    bool try_inline = n == 1 && set.g == NULL;
     for (;;) {
         if (knit__set_done(&set)) {
             rc = 0;
             break;
         }
         uint64_t tl_seen = tls->tl_tasks;
-        if (consumer != UINT32_MAX && rec != NULL && tls->depth < KNIT__MAX_DEPTH &&
-            knit__pool_run_some(p, consumer, w, rec)) {
+        bool can_run = consumer != UINT32_MAX && rec != NULL &&
+                       tls->depth < KNIT__MAX_DEPTH;
+        bool inlined = can_run && try_inline &&
+                       knit__task_inline(p, set.fs[0], w, rec);
+        try_inline = false;
+        if (inlined || (can_run && knit__pool_run_some(p, consumer, w, rec))) {
             idle = 0;
             ran++;
             if (tl) {

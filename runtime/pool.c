@@ -839,6 +839,7 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
         out->helped += KNIT__LD(r->helped);
         out->cancelled += KNIT__LD(r->cancelled);
         out->skipped += KNIT__LD(r->skipped);
+        out->inlined += KNIT__LD(r->inlined);
         out->failed += KNIT__LD(r->failed);
         out->frames_stolen += KNIT__LD(r->frames_stolen);
     }

@@ -192,6 +192,7 @@ struct knit__producer {
     /* Stats, written by the owner only. */
     _Atomic uint64_t submitted, helped, cancelled, skipped, failed;
     _Atomic uint64_t frames_stolen; /* by this thread while it helped */
+    _Atomic uint64_t inlined; /* own futures' tasks run while awaiting */
 };
 
 /* A task group (knit_group_*, runtime/group.c): members are counted in
@@ -512,6 +513,13 @@ void knit__payload_drop(knit_future *f);
  * it off `live` at once when w is NULL. */
 void knit__task_run(struct knit__pool *p, knit_future *f,
                     struct knit__worker *w, struct knit__producer *rec);
+/* An await that runs its own future's task on this thread when nobody
+ * has started it: popped if it is the newest entry of this consumer's
+ * deque, else (the start CAS of knit__task_run, won here) if it was
+ * pushed straight into a deque, never into a lane. rec is this thread's
+ * record, tls->consumer a consumer id of p. False otherwise. */
+bool knit__task_inline(struct knit__pool *p, knit_future *f,
+                       struct knit__worker *w, struct knit__producer *rec);
 /* A group member that came in a lane and got no record (no memory): run
  * with a record on this stack, counted as knit__task_run counts it. */
 void knit__member_run_bare(struct knit__pool *p, knit_fn fn, void *arg,

@@ -134,6 +134,25 @@ void knit__member_run_bare(struct knit__pool *p, knit_fn fn, void *arg,
     knit__member_body(p, &f, w, rec, false, true);
 }
 
+/* The task of a future whose start CAS this thread won: settled as
+ * cancelled if the pool is cancelling (unless it must always run), else
+ * run here. */
+static void knit__task_started(struct knit__pool *p, knit_future *f,
+                               struct knit__worker *w,
+                               struct knit__producer *rec) {
+    if (!f->always_run &&
+        atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
+            KNIT__POOL_CANCELLING) {
+        knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
+        knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
+        return;
+    }
+    knit_task task;
+    void *result = knit__task_call(p, f, w, rec, &task);
+    knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
+                        task.message);
+}
+
 void knit__task_run(struct knit__pool *p, knit_future *f,
                     struct knit__worker *w, struct knit__producer *rec) {
     uint32_t expect = KNIT__F_PENDING;
@@ -144,8 +163,9 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
         knit__member_run(p, f, w, rec, local);
         return;
     }
-    /* The right to run: a cancel that won this CAS first already settled
-     * the future, and we only drop the lane's reference. */
+    /* The right to run: a cancel, or an awaiter that ran the task itself
+     * (knit__task_inline), that won this CAS first already settled the
+     * future or is settling it, and we only drop the lane's reference. */
     if (!atomic_compare_exchange_strong_explicit(&f->state, &expect,
                                                  KNIT__F_RUNNING,
                                                  memory_order_acq_rel,
@@ -155,21 +175,53 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
         knit__settled(p, w, local);
         return;
     }
-    if (!f->always_run &&
-        atomic_load_explicit(&p->handle->state, memory_order_acquire) ==
-            KNIT__POOL_CANCELLING) {
-        knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
-        knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
-        knit__future_unref(f);
-        knit__settled(p, w, local);
-        return;
-    }
-    knit_task task;
-    void *result = knit__task_call(p, f, w, rec, &task);
-    knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
-                        task.message);
+    knit__task_started(p, f, w, rec);
     knit__future_unref(f);
     knit__settled(p, w, local);
+}
+
+bool knit__task_inline(struct knit__pool *p, knit_future *f,
+                       struct knit__worker *w, struct knit__producer *rec) {
+    /* Only a task that is in a lane or a deque: a promise has none, a
+     * continuation may still wait for its antecedent. Both flags are
+     * written before the future reached its user. The relaxed load skips
+     * the CAS when a worker has the task already. */
+    if (f->promise || f->antecedent != NULL || f->group != NULL ||
+        atomic_load_explicit(&f->state, memory_order_relaxed) != KNIT__F_PENDING)
+        return false;
+    /* Fork-join: a child pushed from a task on this thread is usually the
+     * newest element of this consumer's deque. Popping it takes the entry
+     * with the task (no lane left for a worker to pass over later: a deep
+     * recursion that inlined its children by CAS alone would fill the
+     * deque with dead entries) and runs it as any claimed task. */
+    struct knit__tls *tls = knit__tls_get();
+    if (knit__deque_pop_if(&p->deques[tls->consumer], f) == f) {
+        knit__task_run(p, f, w, rec);
+        return true;
+    }
+    /* Elsewhere, only a task that went from its submit straight into a
+     * deque (counted_local, written before the push): it was never in a
+     * lane, so it holds no pending slot, and its entry, left for the
+     * deque's popper or a thief to pass over, counts in `live` only until
+     * then, as a running task would. A task still in a lane is not taken:
+     * its lane would hold a pending slot after the task ran, and a
+     * KNIT_FAIL submit could fail with nothing left to run. */
+    if (!f->counted_local) return false;
+    uint32_t expect = KNIT__F_PENDING;
+    /* The same CAS as the entry's popper or thief (knit__task_run) and a
+     * cancel (knit_future_cancel), with the same orders: acquire pairs
+     * with the submitter's release publication of the task (fn, arg,
+     * payload), which matters when the handle reached this thread from
+     * another. Whoever takes the entry later loses the CAS and only drops
+     * its reference and counts the settle. */
+    if (!atomic_compare_exchange_strong_explicit(&f->state, &expect,
+                                                 KNIT__F_RUNNING,
+                                                 memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return false;
+    knit__stat_add(&rec->inlined, 1);
+    knit__task_started(p, f, w, rec);
+    return true;
 }
 
 int knit_task_fail(knit_task *task, int code, const char *fmt, ...) {

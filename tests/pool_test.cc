@@ -35,6 +35,22 @@ void *sleep_ms(knit_task *, void *arg) {
     return arg;
 }
 
+knit_pool_stats_t quiet_stats(knit_pool *pool, uint64_t submitted) {
+    // Stats are owner-written, and a lane whose task was inlined or
+    // cancelled stays pending until a worker passes over it: poll until
+    // everything adds up.
+    knit_pool_stats_t st;
+    st.size = sizeof st;
+    for (int i = 0; i < 10000; i++) {
+        EXPECT_EQ(0, knit_pool_stats(pool, &st));
+        if (st.submitted == submitted && st.completed == submitted && st.pending == 0 &&
+            st.skipped == st.cancelled + st.inlined)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return st;
+}
+
 class PoolBySched : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(PoolBySched, SubmitAwaitReturnsResult) {
@@ -513,6 +529,186 @@ TEST(Pool, IdleWorkersPark) {
     }
     EXPECT_TRUE(still) << "parked workers stay parked";
     EXPECT_GE(b.total.parks, 2u);
+}
+
+// ---- an await runs its own unstarted task ----
+
+// A task held until the test opens its gate; returns 7.
+struct Gate {
+    std::atomic<int> open{0}, started{0};
+};
+
+void *wait_gate(knit_task *, void *arg) {
+    auto *gate = static_cast<Gate *>(arg);
+    gate->started = 1;
+    while (!gate->open.load()) std::this_thread::yield();
+    return reinterpret_cast<void *>(7);
+}
+
+struct Where {
+    std::atomic<int> runs{0};
+    std::thread::id thread;
+};
+
+void *note_thread(knit_task *, void *arg) {
+    auto *w = static_cast<Where *>(arg);
+    w->thread = std::this_thread::get_id();
+    w->runs.fetch_add(1);
+    return reinterpret_cast<void *>(11);
+}
+
+TEST(Pool, OutsideAwaitHelpsWithItsOwnTaskExactly) {
+    Pool pool(1);
+    Gate gate;
+    Where where;
+    knit_future *blocker = nullptr, *f = nullptr;
+    // The only worker is held (once it started the blocker): f cannot
+    // start on it, and the awaiting thread claims and runs it.
+    ASSERT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
+    while (!gate.started.load()) std::this_thread::yield();
+    ASSERT_EQ(0, knit_submit(pool, note_thread, &where, &f));
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(f, -1, &r)) << knit_last_error();
+    EXPECT_EQ(reinterpret_cast<void *>(11), r);
+    EXPECT_EQ(1, where.runs.load());
+    EXPECT_EQ(std::this_thread::get_id(), where.thread) << "ran on the awaiting thread";
+    // Nothing is left pending behind it: a KNIT_FAIL submit would find room.
+    knit_pool_stats_t st;
+    st.size = sizeof st;
+    ASSERT_EQ(0, knit_pool_stats(pool, &st));
+    EXPECT_EQ(0u, st.pending);
+    gate.open = 1;
+    EXPECT_EQ(0, knit_await(blocker, -1, &r));
+    EXPECT_EQ(reinterpret_cast<void *>(7), r);
+    st = quiet_stats(pool, 2);
+    EXPECT_EQ(0u, st.inlined);
+    EXPECT_EQ(0u, st.skipped);
+    EXPECT_EQ(2u, st.tasks_run);
+    EXPECT_EQ(1, where.runs.load());
+    knit_future_release(f);
+    knit_future_release(blocker);
+}
+
+TEST(Pool, AwaitInsideATaskInlinesAnOlderChild) {
+    // One worker, and the main thread's wait is bounded (it never helps):
+    // the parent's children can only run on the parent's thread.
+    Pool pool(1);
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(
+                     pool,
+                     [](knit_task *t, void *) -> void * {
+                         Where w1, w2;
+                         knit_future *c1 = nullptr, *c2 = nullptr;
+                         if (knit_submit(knit_task_pool(t), note_thread, &w1, &c1) != 0 ||
+                             knit_submit(knit_task_pool(t), note_thread, &w2, &c2) != 0)
+                             return nullptr;
+                         // c1 is under c2 in the deque: run by its start
+                         // CAS, its entry left to pass over; c2 is popped.
+                         void *r1 = nullptr, *r2 = nullptr;
+                         int rc1 = knit_await(c1, -1, &r1);
+                         bool c2_waited = w2.runs.load() == 0;
+                         int rc2 = knit_await(c2, -1, &r2);
+                         knit_future_release(c1);
+                         knit_future_release(c2);
+                         auto me = std::this_thread::get_id();
+                         bool ok = rc1 == 0 && rc2 == 0 && r1 == reinterpret_cast<void *>(11) &&
+                                   r2 == reinterpret_cast<void *>(11) && c2_waited &&
+                                   w1.runs.load() == 1 && w2.runs.load() == 1 &&
+                                   w1.thread == me && w2.thread == me;
+                         return reinterpret_cast<void *>(ok ? 1 : 2);
+                     },
+                     nullptr, &f));
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(f, INT64_C(60) * 1000 * 1000 * 1000, &r)) << knit_last_error();
+    EXPECT_EQ(reinterpret_cast<void *>(1), r);
+    knit_pool_stats_t st = quiet_stats(pool, 3);
+    EXPECT_EQ(3u, st.tasks_run);
+    EXPECT_EQ(1u, st.inlined);
+    EXPECT_EQ(1u, st.skipped) << "c1's entry was passed over";
+    EXPECT_EQ(0u, st.cancelled);
+    EXPECT_EQ(0u, st.pending);
+    knit_future_release(f);
+}
+
+TEST(Pool, BoundedAwaitDoesNotRunTheTask) {
+    Pool pool(1);
+    Gate gate;
+    Where where;
+    knit_future *blocker = nullptr, *f = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
+    ASSERT_EQ(0, knit_submit(pool, note_thread, &where, &f));
+    EXPECT_EQ(KNIT_ETIMEDOUT, knit_await(f, 20 * 1000 * 1000, nullptr));
+    EXPECT_EQ(0, where.runs.load()) << "a bounded wait never runs a task";
+    gate.open = 1;
+    EXPECT_EQ(0, knit_await(f, -1, nullptr));
+    EXPECT_EQ(1, where.runs.load());
+    EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
+    knit_future_release(f);
+    knit_future_release(blocker);
+}
+
+TEST(Pool, AwaitNeverRunsAContinuationBeforeItsAntecedent) {
+    Pool pool(1);
+    Gate gate;
+    knit_future *a = nullptr, *g = nullptr;
+    ASSERT_EQ(0, knit_submit(pool, wait_gate, &gate, &a));
+    struct Seen {
+        Gate *gate;
+        std::atomic<int> gate_at_run{-1};
+    } seen{&gate};
+    ASSERT_EQ(0, knit_future_then(
+                     a,
+                     [](knit_task *t, void *arg) -> void * {
+                         auto *s = static_cast<Seen *>(arg);
+                         s->gate_at_run = s->gate->open.load();
+                         void *res = nullptr;
+                         return knit_task_antecedent(t, &res) == 0 ? res : nullptr;
+                     },
+                     &seen, &g));
+    std::thread opener([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        gate.open = 1;
+    });
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(g, -1, &r)) << knit_last_error();
+    opener.join();
+    EXPECT_EQ(1, seen.gate_at_run.load()) << "ran after its antecedent";
+    EXPECT_EQ(reinterpret_cast<void *>(7), r);
+    knit_future_release(g);
+    knit_future_release(a);
+}
+
+TEST(Pool, AwaitInsideATaskRunsItsChild) {
+    // One worker: the parent's child can only run on the parent's thread.
+    Pool pool(1);
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(
+                     pool,
+                     [](knit_task *t, void *) -> void * {
+                         Where w;
+                         knit_future *c = nullptr;
+                         if (knit_submit(knit_task_pool(t), note_thread, &w, &c) != 0)
+                             return nullptr;
+                         void *r = nullptr;
+                         int rc = knit_await(c, -1, &r);
+                         knit_future_release(c);
+                         bool ok = rc == 0 && r == reinterpret_cast<void *>(11) &&
+                                   w.runs.load() == 1 &&
+                                   w.thread == std::this_thread::get_id();
+                         return reinterpret_cast<void *>(ok ? 1 : 2);
+                     },
+                     nullptr, &f));
+    // A bounded wait never runs the parent here: the worker does.
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(f, INT64_C(60) * 1000 * 1000 * 1000, &r)) << knit_last_error();
+    EXPECT_EQ(reinterpret_cast<void *>(1), r);
+    // The child was the newest entry of the parent's deque: popped and
+    // run, no lane left behind (not `inlined`, nothing `skipped`).
+    knit_pool_stats_t st = quiet_stats(pool, 2);
+    EXPECT_EQ(2u, st.tasks_run);
+    EXPECT_EQ(0u, st.inlined);
+    EXPECT_EQ(0u, st.skipped);
+    knit_future_release(f);
 }
 
 }  // namespace

@@ -53,8 +53,8 @@
  *     a per-buffer atomic flag: LIVE -> FREED; anything else is a double
  *     free or a free of a buffer never made), all of them freed at the end;
  *   - knit_pool_stats adds up at quiescence: submitted, tasks_run,
- *     cancelled, skipped, failed and arena_allocs equal this program's own
- *     counts, completed == submitted, pending == 0, arena_bytes == 0,
+ *     cancelled, failed and arena_allocs equal this program's own counts,
+ *     skipped == cancelled + inlined, completed == submitted, pending == 0, arena_bytes == 0,
  *     total.tasks_run + helped == tasks_run, the workers sum to the total,
  *     pending_high <= max_pending + continuations (they bypass the bound);
  *   - no leak: every task record is freed (own count), and LSan under
@@ -1642,7 +1642,8 @@ static void check_stats(knit_pool_stats_t *st) {
     for (;;) {
         stats_get(st);
         bool ok = st->submitted == sub && st->tasks_run == runs &&
-                  st->cancelled == can && st->skipped == st->cancelled &&
+                  st->cancelled == can &&
+                  st->skipped == st->cancelled + st->inlined &&
                   st->completed == st->submitted && st->failed == fails &&
                   st->pending == 0 && st->arena_bytes == 0 &&
                   st->arena_allocs == allocs &&
@@ -1656,7 +1657,11 @@ static void check_stats(knit_pool_stats_t *st) {
     EQ(st->submitted, sub, "pool submitted vs our successful submits");
     EQ(st->tasks_run, runs, "pool tasks_run vs our task entries");
     EQ(st->cancelled, can, "pool cancelled vs our cancels that returned 0");
-    EQ(st->skipped, st->cancelled, "pool skipped lanes vs cancelled");
+    /* A lane is skipped when its task was cancelled or run by its
+     * awaiter before any worker came to it. */
+    EQ(st->skipped, st->cancelled + st->inlined, "pool skipped lanes vs cancelled + inlined");
+    CHECK(st->inlined <= st->tasks_run, "inlined %" PRIu64 " > tasks_run %" PRIu64,
+          st->inlined, st->tasks_run);
     EQ(st->completed, st->submitted, "pool completed vs submitted");
     EQ(st->completed, st->tasks_run + st->cancelled, "completed vs run + cancelled");
     EQ(st->failed, fails, "pool failed vs our knit_task_fail calls");
