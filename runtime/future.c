@@ -388,8 +388,13 @@ static int knit__wait_set(struct knit__set *sp, struct knit__pool *p,
     int64_t deadline = knit__deadline(start, timeout_ns);
     knit_pool *h = p->handle;
     struct knit__tls *tls = knit__tls_get();
-    struct knit__worker *w =
-        tls->worker != NULL && tls->worker->pool == p ? tls->worker : NULL;
+    /* A worker of p, unless it is running another pool's task under that
+     * pool's helper id (tls->cpool): then its consumer id is not one of
+     * p's, and it waits as an outside thread. */
+    struct knit__worker *w = tls->worker != NULL && tls->worker->pool == p &&
+                                     tls->cpool == p
+                                 ? tls->worker
+                                 : NULL;
     struct knit__waiter local[8];
     struct knit__waiter *recs = n <= 8 ? local : knit__malloc(n * sizeof *recs);
     if (recs == NULL)

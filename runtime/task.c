@@ -137,7 +137,7 @@ void knit__member_run_bare(struct knit__pool *p, knit_fn fn, void *arg,
 /* The task of a future whose start CAS this thread won: settled as
  * cancelled if the pool is cancelling (unless it must always run), else
  * run here. */
-static void knit__task_started(struct knit__pool *p, knit_future *f,
+static bool knit__task_started(struct knit__pool *p, knit_future *f,
                                struct knit__worker *w,
                                struct knit__producer *rec) {
     if (!f->always_run &&
@@ -145,12 +145,13 @@ static void knit__task_started(struct knit__pool *p, knit_future *f,
             KNIT__POOL_CANCELLING) {
         knit__stat_add(w ? &w->cancelled : &rec->cancelled, 1);
         knit__future_settle(f, KNIT_ECANCELED, NULL, 0, NULL);
-        return;
+        return false;
     }
     knit_task task;
     void *result = knit__task_call(p, f, w, rec, &task);
     knit__future_settle(f, task.failed ? KNIT_ETASK : 0, result, task.code,
                         task.message);
+    return true;
 }
 
 void knit__task_run(struct knit__pool *p, knit_future *f,
@@ -175,7 +176,7 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
         knit__settled(p, w, local);
         return;
     }
-    knit__task_started(p, f, w, rec);
+    (void)knit__task_started(p, f, w, rec);
     knit__future_unref(f);
     knit__settled(p, w, local);
 }
@@ -207,20 +208,27 @@ bool knit__task_inline(struct knit__pool *p, knit_future *f,
      * its lane would hold a pending slot after the task ran, and a
      * KNIT_FAIL submit could fail with nothing left to run. */
     if (!f->counted_local) return false;
+    /* And only inside a task of p: the enclosing task keeps the pool
+     * busy while this one runs. An outside helper has none, and the
+     * stale entry's settle, counted when it is passed over, could let
+     * destroy's drain see a quiescent pool while the task still runs
+     * (and submits). */
+    if (tls->current == NULL || tls->cpool != p) return false;
     uint32_t expect = KNIT__F_PENDING;
     /* The same CAS as the entry's popper or thief (knit__task_run) and a
-     * cancel (knit_future_cancel), with the same orders: acquire pairs
-     * with the submitter's release publication of the task (fn, arg,
-     * payload), which matters when the handle reached this thread from
-     * another. Whoever takes the entry later loses the CAS and only drops
-     * its reference and counts the settle. */
+     * cancel (knit_future_cancel), with the same orders. fn, arg and the
+     * payload were published to this thread by whatever handed it the
+     * future (its own submit, or the user's synchronisation). Whoever
+     * takes the entry later loses the CAS and only drops its reference
+     * and counts the settle. */
     if (!atomic_compare_exchange_strong_explicit(&f->state, &expect,
                                                  KNIT__F_RUNNING,
                                                  memory_order_acq_rel,
                                                  memory_order_relaxed))
         return false;
-    knit__stat_add(&rec->inlined, 1);
-    knit__task_started(p, f, w, rec);
+    /* Counted only when it ran: a task the pool's cancel settled is
+     * `cancelled`, and its stale entry one `skipped` like any cancel. */
+    if (knit__task_started(p, f, w, rec)) knit__stat_add(&rec->inlined, 1);
     return true;
 }
 

@@ -711,4 +711,47 @@ TEST(Pool, AwaitInsideATaskRunsItsChild) {
     knit_future_release(f);
 }
 
+// A worker of pool P awaits a task of pool Q while Q's workers are all
+// busy: it runs that task under Q's helper id, and the task awaits a P
+// future. That inner await must not use the Q helper id as one of P's
+// consumer ids (P has fewer: an out-of-range deque before the fix).
+knit_pool *g_xp, *g_xq;
+void *xp_leaf(knit_task *, void *a) { return a; }
+void *xq_task(knit_task *, void *) {
+    knit_future *g = nullptr;
+    if (knit_submit(g_xp, xp_leaf, reinterpret_cast<void *>(5), &g) != 0) return nullptr;
+    void *r = nullptr;
+    int rc = knit_await(g, -1, &r);
+    knit_future_release(g);
+    return rc == 0 ? r : nullptr;
+}
+void *xp_task(knit_task *, void *) {
+    knit_future *fq = nullptr;
+    if (knit_submit(g_xq, xq_task, nullptr, &fq) != 0) return nullptr;
+    void *r = nullptr;
+    int rc = knit_await(fq, -1, &r);
+    knit_future_release(fq);
+    return rc == 0 ? r : nullptr;
+}
+
+TEST(Pool, AwaitAcrossPoolsUnderAnotherPoolsHelperId) {
+    Pool p(1), q(8);
+    g_xp = p;
+    g_xq = q;
+    Gate gate;
+    knit_future *b[8];
+    for (auto &x : b) ASSERT_EQ(0, knit_submit(q, wait_gate, &gate, &x));
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(p, xp_task, nullptr, &f));
+    void *r = nullptr;
+    EXPECT_EQ(0, knit_await(f, INT64_C(60) * 1000 * 1000 * 1000, &r)) << knit_last_error();
+    EXPECT_EQ(reinterpret_cast<void *>(5), r);
+    gate.open = 1;
+    for (auto *x : b) {
+        EXPECT_EQ(0, knit_await(x, -1, nullptr));
+        knit_future_release(x);
+    }
+    knit_future_release(f);
+}
+
 }  // namespace
