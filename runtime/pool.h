@@ -515,9 +515,10 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
                     struct knit__worker *w, struct knit__producer *rec);
 /* An await that runs its own future's task on this thread when nobody
  * has started it: popped if it is the newest entry of this consumer's
- * deque, else (the start CAS of knit__task_run, won here) if it was
- * pushed straight into a deque, never into a lane. rec is this thread's
- * record, tls->consumer a consumer id of p. False otherwise. */
+ * deque, else (the start CAS of knit__task_run, won here) if the await
+ * is inside a task of p and the task was pushed straight into a deque,
+ * never into a lane. rec is this thread's record, tls->consumer a
+ * consumer id of p. False otherwise. */
 bool knit__task_inline(struct knit__pool *p, knit_future *f,
                        struct knit__worker *w, struct knit__producer *rec);
 /* A group member that came in a lane and got no record (no memory): run

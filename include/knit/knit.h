@@ -505,8 +505,8 @@ typedef struct knit_pool_stats_t {
     uint64_t completed;       /* tasks settled (run, failed or cancelled) */
     uint64_t tasks_run;       /* tasks whose function ran, by any thread */
     uint64_t cancelled;       /* tasks settled as cancelled */
-    uint64_t skipped;         /* lanes whose task was cancelled or inlined
-                                 earlier */
+    uint64_t skipped;         /* lane or deque entries whose task was
+                                 cancelled or inlined earlier */
     uint64_t inlined;         /* subtasks run by a task awaiting them, their
                                  deque entry left to skip (in tasks_run) */
     uint64_t failed;          /* tasks that called knit_task_fail */
