@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/asym_fence.h"
 #include "runtime/doorbell.h"
 #include "base/error.h"
 #include "runtime/trace.h"
@@ -217,10 +218,18 @@ int knit__carpet_flush(knit_carpet *c) {
     pr->burst = 0;
     if (c->ops->flush != NULL) c->ops->flush(c, c->state);
     pr->flushes++;
-    /* B1 of the doorbell protocol (doorbell.h): a seq-cst RMW on host_bits,
-     * the word the parked consumer's re-check loads (A2), ordered before
-     * the doorbell load in knit__doorbell_ring (B2). It changes nothing. */
-    atomic_fetch_or_explicit(&c->host_bits, 0, memory_order_seq_cst);
+    /* B1 of the doorbell protocol (doorbell.h), between the publication's
+     * store of host_bits (the word the parked consumer's re-check loads,
+     * A2) and the doorbell load in knit__doorbell_ring (B2). With the
+     * asymmetric fence on, a compiler barrier: the parker's membarrier
+     * (knit__asym_heavy, between its A1 and A2) pays for the StoreLoad
+     * order, so a publish does not wait here for the host_bits line that
+     * a polling consumer just read. Off, a seq-cst RMW on host_bits that
+     * changes nothing. */
+    if (knit__asym_on())
+        knit__asym_light();
+    else
+        atomic_fetch_or_explicit(&c->host_bits, 0, memory_order_seq_cst);
     if (knit__doorbell_ring(&c->bell)) {
         /* Only the producer writes this counter; relaxed is enough. */
         atomic_store_explicit(
@@ -263,6 +272,10 @@ bool knit__carpet_pending(const knit_carpet *c) {
 void knit__carpet_arm(knit_carpet *c) { knit__doorbell_arm(&c->bell); }
 
 int knit__carpet_sleep_if_idle(knit_carpet *c, int64_t timeout_ns) {
+    /* The heavy side of B1 (see knit__carpet_flush), after the arm (A1):
+     * a producer that did not see ARMED made its publication visible to
+     * the re-check below. */
+    knit__asym_heavy();
     /* The re-check (A2) after the arm (A1): a publication that raced the
      * arm is seen here, without sleeping. */
     if (knit__carpet_pending(c)) {

@@ -26,6 +26,16 @@
  * (Seq-cst operations rather than standalone fences: ThreadSanitizer does
  * not model atomic_thread_fence, and on x86 both cost one locked op.)
  *
+ * The asymmetric form (base/asym_fence.h), used for the publications of
+ * the lane core and the pool where the kernel provides it: B1 is a
+ * compiler barrier after the store that makes the condition true, and the
+ * sleeper calls knit__asym_heavy() between A1 and A2. The heavy barrier
+ * puts a full barrier somewhere in the waker's program order: before B2
+ * (which then sees ARMED) or after the store (which A2 then sees). The
+ * waker, which runs on every publish, no longer waits for its store to
+ * leave the store buffer; the sleeper, which is about to sleep anyway,
+ * pays a syscall.
+ *
  * Only C includes this header (it uses <stdatomic.h>).
  */
 #ifndef KNIT_RUNTIME_DOORBELL_H

@@ -10,9 +10,12 @@
  *   worker:  arm its doorbell (A1), set its bit in `parked` (seq-cst RMW),
  *            re-check every carpet, the pool state and its wait condition
  *            with seq-cst loads (A2); sleep only if all are idle.
- *   submit:  publish, flush (a seq-cst RMW on the carpet's host_bits, B1),
- *            then load `parked` (seq-cst, B2); if a bit is set, clear it
- *            (the winner of the clear rings) and ring that worker.
+ *   submit:  publish, flush (B1: a seq-cst RMW on the carpet's host_bits,
+ *            or, with the asymmetric fence, a compiler barrier, the worker
+ *            then calling membarrier between setting its bit and its
+ *            re-check), then load `parked` (seq-cst, B2); if a bit is
+ *            set, clear it (the winner of the clear rings) and ring that
+ *            worker.
  *   Either the worker's re-check sees the publication or the submitter
  *   sees the parked bit. A submit to an idle pool wakes one worker.
  *
@@ -46,6 +49,7 @@
 
 #include "payload/arena.h"
 #include "base/alloc.h"
+#include "base/asym_fence.h"
 #include "base/cpu.h"
 #include "runtime/cpus.h"
 #include "base/error.h"
@@ -341,6 +345,11 @@ void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
     uint64_t bit = 1ull << (w->id % 64);
     knit__doorbell_arm(&w->bell); /* A1 */
     atomic_fetch_or_explicit(&p->parked[word], bit, memory_order_seq_cst);
+    /* The heavy side of B1: a publisher whose flush was only a compiler
+     * barrier (base/asym_fence.h) either sees our parked bit (and the
+     * `spinning` we left) or made its publication visible to the
+     * re-check below. Costs a syscall per park, not per publish. */
+    knit__asym_heavy();
     bool busy = atomic_load_explicit(&p->handle->state, memory_order_seq_cst) >=
                     KNIT__POOL_STOPPING ||
                 knit__pool_any_pending(p) || (ready != NULL && ready(ctx));

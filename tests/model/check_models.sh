@@ -93,6 +93,11 @@ doorbell  3 ok,npub=2           pass safety -DNPUB=2
 doorbell  1 BUG_RECHECK_FIRST   fail safety -DBUG_RECHECK_FIRST
 doorbell  2 BUG_RECHECK_FIRST   fail safety -DBUG_RECHECK_FIRST
 doorbell  3 BUG_RECHECK_FIRST   fail safety -DBUG_RECHECK_FIRST
+doorbell  1 asym                pass safety -DASYM
+doorbell  2 asym                pass safety -DASYM
+doorbell  3 asym,npub=2         pass safety -DASYM -DNPUB=2
+doorbell  1 BUG_NO_MEMBARRIER   fail safety -DASYM -DBUG_NO_MEMBARRIER
+doorbell  2 BUG_NO_MEMBARRIER   fail safety -DASYM -DBUG_NO_MEMBARRIER
 carpet_handover 1 ok                  pass safety
 carpet_handover 1 full                pass safety -DPRE=4 -DNA=0 -DNB=2
 carpet_handover 1 ok,progress         pass np

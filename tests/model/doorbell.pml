@@ -45,11 +45,25 @@
  *     word;
  *   - no deadlock: all processes end at end labels.
  *
- * Seeded bug:
+ * With -DASYM, B1 is the asymmetric fence (base/asym_fence.h): the
+ * submitter's flush is a compiler barrier, so its publication may sit in
+ * its store buffer (`sbuf`, visible to nobody) while it loads `spinning`
+ * and `parked`; the StoreBuffer process drains it at any moment (x86-TSO:
+ * one location, so the order within the buffer does not matter). A
+ * parking worker calls membarrier between setting its parked bit and its
+ * re-check: the kernel interrupts every running thread of the process,
+ * which drains the submitter's buffer at that point (an atomic drain in
+ * the worker's step). Everything else stays seq-cst.
+ *
+ * Seeded bugs:
  *   -DBUG_RECHECK_FIRST  the worker re-checks for work before it arms and
  *                        sets its parked bit: a submit between the two sees
  *                        no parked worker, and the worker sleeps with the
  *                        task pending (invalid end state).
+ *   -DASYM -DBUG_NO_MEMBARRIER  the worker parks without the membarrier:
+ *                        its re-check misses a publication still in the
+ *                        submitter's store buffer while the submitter's
+ *                        load missed the parked bit (invalid end state).
  */
 #ifndef NCONS
 #define NCONS 2
@@ -69,6 +83,18 @@ byte bell[NCONS];          /* the doorbell word of each worker */
 bool asleep[NCONS];        /* ghost: the worker waits in the futex */
 byte parked;               /* bitmask of parked workers */
 byte spinning;             /* workers counted as spinning */
+byte sbuf;                 /* ASYM: publications in the submitter's store
+                              buffer, not yet in `pending` */
+
+#ifdef ASYM
+/* The store buffer drains on its own, at any moment. */
+active proctype StoreBuffer() {
+end_sb:
+    do
+    :: atomic { sbuf > 0 -> pending = pending + sbuf; sbuf = 0 }
+    od
+}
+#endif
 
 /* runtime/doorbell.c:knit__doorbell_ring, then futex wake. */
 inline ring(w) {
@@ -113,7 +139,12 @@ active proctype Submitter() {
     bool won;
     do
     :: npub < NPUB ->
+#ifdef ASYM
+        sbuf++;                              /* publish; B1 is a compiler
+                                                barrier: still buffered */
+#else
         pending++;                           /* publish, flush: B1 */
+#endif
         npub++;
         if                                   /* knit__pool_notify */
         :: spinning != 0 -> skip
@@ -172,6 +203,11 @@ park:
 #else
                bell[me] = ARMED;             /* A1 */
                parked = parked | (1 << me);  /* seq-cst RMW */
+#if defined(ASYM) && !defined(BUG_NO_MEMBARRIER)
+               /* knit__asym_heavy: membarrier drains the submitter's
+                  store buffer */
+               atomic { pending = pending + sbuf; sbuf = 0 };
+#endif
                if
                :: pending > 0 ->             /* A2: busy */
                    parked = parked & ~(1 << me);

@@ -1,0 +1,56 @@
+// The asymmetric fence (base/asym_fence.h): the store-buffering outcome
+// it forbids never shows, and the process-wide decision honours
+// KNIT_MEMBARRIER=0 and is taken again in a forked child.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/asym_fence_litmus.h"
+
+namespace {
+
+// Where the kernel has it (and not under TSan), the fence is on: the
+// Debian 12 machines knit is built on all have membarrier.
+TEST(AsymFence, StoreBufferingNeverShowsBothZero) {
+    unsigned bad = knit_test_sb_litmus(20000, KNIT_TEST_SB_ASYM);
+    ASSERT_NE(~0u, bad);
+    EXPECT_EQ(0u, bad) << "asym fence on: " << knit_test_asym_on();
+}
+
+// Runs fn in a forked child with KNIT_MEMBARRIER set to `env` (nullptr:
+// unset); returns its exit status.
+int in_child(const char *env, int (*fn)()) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (env) setenv("KNIT_MEMBARRIER", env, 1); else unsetenv("KNIT_MEMBARRIER");
+        _exit(fn());
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(AsymFence, EnvironmentTurnsItOff) {
+    knit_test_asym_heavy();  // the parent decides first; the child again
+    EXPECT_EQ(0, in_child("0", [] { return knit_test_asym_on(); }));
+}
+
+TEST(AsymFence, ForkedChildRegistersAgain) {
+    knit_test_asym_heavy();
+    // The child is a new process to the kernel: its heavy side must work
+    // (an unregistered private expedited membarrier would fail).
+    EXPECT_EQ(0, in_child(nullptr, [] {
+        knit_test_asym_heavy();
+#if defined(KNIT_TSAN)
+        return 0;  // TSan: a forked child may not start threads
+#else
+        return knit_test_sb_litmus(2000, KNIT_TEST_SB_ASYM) == 0 ? 0 : 1;
+#endif
+    }));
+#if !defined(KNIT_TSAN)
+    EXPECT_EQ(knit_test_asym_on(), in_child(nullptr, [] { return knit_test_asym_on(); }));
+#endif
+}
+
+}  // namespace
