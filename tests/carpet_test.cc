@@ -1,6 +1,7 @@
 // The lane core: publish, claim, retire, the producer's shadow, the
 // doorbell, and a two-thread hand-off of ten million tasks.
 #include <atomic>
+#include <chrono>
 #include <random>
 #include <thread>
 
@@ -140,16 +141,28 @@ TEST(Doorbell, RecheckSeesPublicationBeforeArm) {
 TEST(Doorbell, PublicationWakesParkedWaiter) {
     Carpet c("single", 1, 8);
     std::atomic<int> woke{-1};
+    auto t0 = std::chrono::steady_clock::now();
     std::thread sleeper([&] { woke = knit__carpet_park(c, 10'000'000'000LL); });
-    // Wait until the sleeper has armed, then publish.
+    // Wait until the sleeper has armed, give it time to get into the
+    // futex, then publish.
     while (knit__carpet_doorbell_state(c) != 1) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ASSERT_GE(c.publish(7), 0);
-    knit__carpet_flush(c);
+    int rang = knit__carpet_flush(c);
     sleeper.join();
-    EXPECT_EQ(1, woke.load()) << "woken by the ring, not the 10 s timeout";
+    auto waited = std::chrono::steady_clock::now() - t0;
+    // Usually asleep by now and woken by the ring (1). A sleeper still
+    // between its arm and its re-check (its membarrier, base/asym_fence.h,
+    // is a syscall) sees the lane and does not sleep (0); the producer may
+    // have rung its ARMED doorbell all the same. Never the 10 s timeout.
+    EXPECT_LT(waited, std::chrono::seconds(5)) << "slept through the publication";
+    ASSERT_TRUE(woke.load() == 0 || woke.load() == 1) << woke.load();
     knit__carpet_stats st;
     knit__carpet_stats_get(c, &st);
-    EXPECT_EQ(1u, st.rings);
+    EXPECT_EQ(uint64_t(rang), st.rings);
+    if (woke.load() == 1) {
+        EXPECT_EQ(1, rang) << "woken, so the producer rang";
+    }
 }
 
 TEST(Doorbell, TimeoutReturnsWithoutRing) {
