@@ -11,6 +11,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* ThreadSanitizer, however the build turned it on (gcc defines
+ * __SANITIZE_THREAD__, clang answers __has_feature). */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KNIT__HAS_TSAN 1
+#endif
+#endif
+#ifndef KNIT__HAS_TSAN
+#define KNIT__HAS_TSAN 0
+#endif
+
 _Atomic int knit__asym_state = KNIT__ASYM_UNKNOWN;
 
 static pthread_mutex_t knit__asym_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -30,7 +41,7 @@ static void knit__asym_child(void) {
 }
 
 static int knit__asym_probe(void) {
-#if defined(KNIT_TSAN)
+#if defined(KNIT_TSAN) || defined(__SANITIZE_THREAD__) || KNIT__HAS_TSAN
     return KNIT__ASYM_OFF;
 #else
     const char *env = getenv("KNIT_MEMBARRIER");
@@ -72,7 +83,8 @@ void knit__asym_heavy(void) {
      * sides rely on one of the two. */
     int err = errno;
     if (knit__membarrier(MEMBARRIER_CMD_GLOBAL) == 0) return;
-    fprintf(stderr, "knit: membarrier failed (%s, then %s): the asymmetric "
-            "fence cannot be kept\n", strerror(err), strerror(errno));
+    int err2 = errno;
+    fprintf(stderr, "knit: membarrier failed (errno %d, then %d): the "
+            "asymmetric fence cannot be kept\n", err, err2);
     abort();
 }

@@ -272,12 +272,12 @@ bool knit__carpet_pending(const knit_carpet *c) {
 void knit__carpet_arm(knit_carpet *c) { knit__doorbell_arm(&c->bell); }
 
 int knit__carpet_sleep_if_idle(knit_carpet *c, int64_t timeout_ns) {
-    /* The heavy side of B1 (see knit__carpet_flush), after the arm (A1):
-     * a producer that did not see ARMED made its publication visible to
-     * the re-check below. */
-    knit__asym_heavy();
     /* The re-check (A2) after the arm (A1): a publication that raced the
-     * arm is seen here, without sleeping. */
+     * arm is seen here, without sleeping. With the asymmetric fence, the
+     * heavy side of B1 (see knit__carpet_flush) comes first, and only
+     * when a cheap look finds nothing (it is a syscall): a producer that
+     * did not see ARMED made its publication visible to the re-check. */
+    if (!knit__carpet_pending(c) && knit__asym_on()) knit__asym_heavy();
     if (knit__carpet_pending(c)) {
         knit__doorbell_disarm(&c->bell);
         return 0;

@@ -72,7 +72,8 @@ static inline void knit__doorbell_disarm(knit__doorbell *b) {
  * on its condition: a return may also be a timeout or spurious. */
 bool knit__doorbell_sleep(knit__doorbell *b, int64_t timeout_ns);
 
-/* Waker side (B2), after the caller's seq-cst RMW (B1). Returns true
+/* Waker side (B2), after the caller's B1 (a seq-cst RMW, or the light side
+ * of the asymmetric fence when the sleeper takes the heavy one). Returns true
  * when this call rang (won ARMED -> SIGNALLED and woke the sleeper). */
 bool knit__doorbell_ring(knit__doorbell *b);
 

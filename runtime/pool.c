@@ -22,9 +22,11 @@
  * Fewer wake-ups (the rule Go's scheduler uses): a worker that finds no
  * work counts itself in `spinning` while it looks, and a publication wakes
  * a parked worker only when nobody is spinning. A spinner parks only after
- * it leaves `spinning` (seq-cst) and then re-checks (seq-cst), so a
- * publisher that saw it spinning (its load after B1) is covered by that
- * re-check. The last spinner to find work wakes one more sleeper if work
+ * it leaves `spinning` (seq-cst) and then re-checks (seq-cst, after its
+ * membarrier), so a publisher that saw it spinning (its load after B1) is
+ * covered by that re-check. The last spinner's look for work left (below)
+ * has no membarrier: a lane publisher whose B1 was the compiler barrier
+ * fences before it trusts a spinner (knit__pool_notify_published). The last spinner to find work wakes one more sleeper if work
  * is left, so parallelism ramps up one worker at a time.
  *
  * Lifetime against destroy: every public entry point that touches the
@@ -172,6 +174,23 @@ void knit__pool_wake_one(struct knit__pool *p) {
 void knit__pool_notify(struct knit__pool *p) {
     /* seq-cst, after the publication's seq-cst store or RMW (B1). */
     if (atomic_load_explicit(&p->spinning, memory_order_seq_cst) != 0) return;
+    knit__pool_wake_one(p);
+}
+
+void knit__pool_notify_published(struct knit__pool *p) {
+    /* seq-cst load after B1. With the asymmetric fence B1 was a compiler
+     * barrier: a parker is covered by its membarrier, but the last
+     * spinner to find work (knit__worker_main) decides whether work is
+     * left without one, and our publication may still sit in this core's
+     * store buffer. So skipping the wake for a spinner costs a seq-cst
+     * fence and a second look: a spinner still counted after the fence
+     * left `spinning` (seq-cst RMW) after it, and its seq-cst re-check
+     * then sees the publication. With no spinner, no fence. */
+    if (atomic_load_explicit(&p->spinning, memory_order_seq_cst) != 0) {
+        if (!knit__asym_on()) return;
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&p->spinning, memory_order_seq_cst) != 0) return;
+    }
     knit__pool_wake_one(p);
 }
 
@@ -339,20 +358,32 @@ bool knit__pool_any_pending(struct knit__pool *p) {
     return false;
 }
 
+/* The parking re-check (A2): seq-cst loads of the state and of every
+ * place work can appear, then the caller's own condition. */
+static bool knit__park_busy(struct knit__pool *p, bool (*ready)(void *),
+                            void *ctx) {
+    return atomic_load_explicit(&p->handle->state, memory_order_seq_cst) >=
+               KNIT__POOL_STOPPING ||
+           knit__pool_any_pending(p) || (ready != NULL && ready(ctx));
+}
+
 void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
                      int64_t timeout_ns, bool (*ready)(void *), void *ctx) {
     unsigned word = w->id / 64;
     uint64_t bit = 1ull << (w->id % 64);
     knit__doorbell_arm(&w->bell); /* A1 */
     atomic_fetch_or_explicit(&p->parked[word], bit, memory_order_seq_cst);
+    bool busy = knit__park_busy(p, ready, ctx);
     /* The heavy side of B1: a publisher whose flush was only a compiler
      * barrier (base/asym_fence.h) either sees our parked bit (and the
      * `spinning` we left) or made its publication visible to the
-     * re-check below. Costs a syscall per park, not per publish. */
-    knit__asym_heavy();
-    bool busy = atomic_load_explicit(&p->handle->state, memory_order_seq_cst) >=
-                    KNIT__POOL_STOPPING ||
-                knit__pool_any_pending(p) || (ready != NULL && ready(ctx));
+     * re-check after it. A syscall per park (tens of us on a VM, and an
+     * interrupt for the other cores running our threads), so only when
+     * the cheap re-check just above found nothing. */
+    if (!busy && knit__asym_on()) {
+        knit__asym_heavy();
+        busy = knit__park_busy(p, ready, ctx);
+    }
     if (busy) {
         atomic_fetch_and_explicit(&p->parked[word], ~bit, memory_order_seq_cst);
         knit__doorbell_disarm(&w->bell);

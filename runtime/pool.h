@@ -391,6 +391,9 @@ void knit__pool_wake_one(struct knit__pool *p);
 /* After a publication: wake a parked worker unless one is already looking
  * for work. */
 void knit__pool_notify(struct knit__pool *p);
+/* knit__pool_notify after a carpet flush, whose B1 may be the asymmetric
+ * fence's compiler barrier (runtime/carpet.c). */
+void knit__pool_notify_published(struct knit__pool *p);
 /* The worker's doorbell sleep, registered as parked so submits wake it. */
 void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
                      int64_t timeout_ns, bool (*ready)(void *), void *ctx);

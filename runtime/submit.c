@@ -332,7 +332,7 @@ int knit__publish(struct knit__pool *p, struct knit__producer *rec,
     knit__hold_enter(rec);
     int rc = knit__publish_held(p, rec, t);
     knit__hold_exit(rec);
-    if (rc == 0) knit__pool_notify(p);
+    if (rc == 0) knit__pool_notify_published(p);
     return rc;
 }
 

@@ -98,6 +98,10 @@ doorbell  2 asym                pass safety -DASYM
 doorbell  3 asym,npub=2         pass safety -DASYM -DNPUB=2
 doorbell  1 BUG_NO_MEMBARRIER   fail safety -DASYM -DBUG_NO_MEMBARRIER
 doorbell  2 BUG_NO_MEMBARRIER   fail safety -DASYM -DBUG_NO_MEMBARRIER
+doorbell  2 blocking            pass safety -DBLOCKING
+doorbell  2 asym,blocking       pass safety -DASYM -DBLOCKING
+doorbell  2 asym,blocking,npub=3 pass safety -DASYM -DBLOCKING -DNPUB=3
+doorbell  2 BUG_SPIN_NO_FENCE   fail safety -DASYM -DBLOCKING -DBUG_SPIN_NO_FENCE
 carpet_handover 1 ok                  pass safety
 carpet_handover 1 full                pass safety -DPRE=4 -DNA=0 -DNB=2
 carpet_handover 1 ok,progress         pass np

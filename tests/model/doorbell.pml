@@ -50,10 +50,13 @@
  * its store buffer (`sbuf`, visible to nobody) while it loads `spinning`
  * and `parked`; the StoreBuffer process drains it at any moment (x86-TSO:
  * one location, so the order within the buffer does not matter). A
- * parking worker calls membarrier between setting its parked bit and its
- * re-check: the kernel interrupts every running thread of the process,
- * which drains the submitter's buffer at that point (an atomic drain in
- * the worker's step). Everything else stays seq-cst.
+ * parking worker, when a first cheap look finds nothing, calls membarrier
+ * between setting its parked bit and its re-check (runtime/pool.c:
+ * knit__pool_park): the kernel interrupts every running thread of the
+ * process, which drains the submitter's buffer at that point (an atomic
+ * drain in the worker's step). A submitter that sees a spinner fences
+ * (drains its own buffer) and looks at `spinning` again before it trusts
+ * it (knit__pool_notify_published). Everything else stays seq-cst.
  *
  * Seeded bugs:
  *   -DBUG_RECHECK_FIRST  the worker re-checks for work before it arms and
@@ -64,6 +67,18 @@
  *                        its re-check misses a publication still in the
  *                        submitter's store buffer while the submitter's
  *                        load missed the parked bit (invalid end state).
+ *   -DASYM -DBLOCKING -DBUG_SPIN_NO_FENCE  the submitter trusts a spinner
+ *                        without its fence: the last spinner takes other
+ *                        work, misses the buffered task in its look for
+ *                        work left, and wakes nobody. Under -DBLOCKING (the
+ *                        first task a last spinner runs waits for all the
+ *                        others, as a task waiting on an event another task
+ *                        sets) that leaves the task to a sleeping worker:
+ *                        invalid end state.
+ *
+ * -DBLOCKING checks that every published task gets a running worker even
+ * when the one it would otherwise wait for is blocked (the last
+ * spinner's wake-one-more rule).
  */
 #ifndef NCONS
 #define NCONS 2
@@ -79,6 +94,7 @@
 
 byte pending;              /* claimable tasks (host ^ worker, deques) */
 byte nrun;                 /* ghost: tasks run */
+byte started;              /* ghost (BLOCKING): tasks started */
 byte bell[NCONS];          /* the doorbell word of each worker */
 bool asleep[NCONS];        /* ghost: the worker waits in the futex */
 byte parked;               /* bitmask of parked workers */
@@ -146,8 +162,19 @@ active proctype Submitter() {
         pending++;                           /* publish, flush: B1 */
 #endif
         npub++;
-        if                                   /* knit__pool_notify */
-        :: spinning != 0 -> skip
+        if                          /* knit__pool_notify(_published) */
+        :: spinning != 0 ->
+#if defined(ASYM) && !defined(BUG_SPIN_NO_FENCE)
+            /* seq-cst fence: drains this core's store buffer, then a
+               second look at `spinning` */
+            atomic { pending = pending + sbuf; sbuf = 0 };
+            if
+            :: spinning != 0 -> skip
+            :: else -> wake_one()
+            fi
+#else
+            skip
+#endif
         :: else -> wake_one()
         fi
     :: else -> break
@@ -157,7 +184,7 @@ active proctype Submitter() {
 
 proctype Worker(byte me) {
     byte m, b, prev;
-    bool won, spinl, found;
+    bool won, spinl, found, lastsp, first;
 end_loop:
     do
     :: atomic {                              /* knit__find */
@@ -173,13 +200,26 @@ end_loop:
            :: spinl ->
                spinl = 0;
                atomic { prev = spinning; spinning-- };
+               lastsp = (prev == 1);
                if                            /* the last spinner */
                :: prev == 1 && parked != 0 && pending > 0 -> prev = 0; wake_one()
                :: else -> prev = 0
                fi
            :: else
            fi;
+#ifdef BLOCKING
+           /* The first task a last spinner runs waits for every other
+              task: it must not be the one thread left to run them. */
+           atomic { first = (started == 0) && lastsp; started++ };
+           lastsp = 0;
+           if
+           :: first -> first = 0; (nrun == NPUB - 1); nrun++
+           :: else -> nrun++
+           fi
+#else
+           lastsp = 0;
            nrun++                            /* the task runs */
+#endif
        :: else ->
            if
            :: !spinl ->
@@ -203,10 +243,19 @@ park:
 #else
                bell[me] = ARMED;             /* A1 */
                parked = parked | (1 << me);  /* seq-cst RMW */
-#if defined(ASYM) && !defined(BUG_NO_MEMBARRIER)
+#if defined(ASYM)
+               if                            /* the cheap look first */
+               :: pending > 0 ->
+                   parked = parked & ~(1 << me);
+                   bell[me] = OFF;
+                   goto end_loop
+               :: else
+               fi;
+#if !defined(BUG_NO_MEMBARRIER)
                /* knit__asym_heavy: membarrier drains the submitter's
                   store buffer */
                atomic { pending = pending + sbuf; sbuf = 0 };
+#endif
 #endif
                if
                :: pending > 0 ->             /* A2: busy */
