@@ -44,8 +44,11 @@ static int knit__asym_probe(void) {
 #if defined(KNIT_TSAN) || defined(__SANITIZE_THREAD__) || KNIT__HAS_TSAN
     return KNIT__ASYM_OFF;
 #else
+    /* Opt-in: each park then pays a membarrier and interrupts the cores
+     * running the process's other threads, which costs more than the
+     * publishes save where workers park often (see README, Performance). */
     const char *env = getenv("KNIT_MEMBARRIER");
-    if (env != NULL && strcmp(env, "0") == 0) return KNIT__ASYM_OFF;
+    if (env == NULL || strcmp(env, "1") != 0) return KNIT__ASYM_OFF;
     int cmds = knit__membarrier(MEMBARRIER_CMD_QUERY);
     if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
         !(cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))

@@ -20,10 +20,13 @@
  *
  * knit__asym_on() is decided once per process (the first call, from any
  * thread, settles it; a forked child decides again) and never changes:
- * false under ThreadSanitizer (it models neither membarrier nor signal
- * fences), when KNIT_MEMBARRIER=0 is set in the environment, or when the
- * kernel has no private expedited membarrier (older than 4.14, or a
- * seccomp filter refuses it). A caller whose light side is a compiler
+ * true only when KNIT_MEMBARRIER=1 is set in the environment (opt-in: a
+ * membarrier costs tens of microseconds on a VM and interrupts the other
+ * cores running the process, so where workers park thousands of times a
+ * second it costs more than the publishes save), and never under
+ * ThreadSanitizer (it models neither membarrier nor signal fences) or
+ * when the kernel has no private expedited membarrier (older than 4.14,
+ * or a seccomp filter refuses it). A caller whose light side is a compiler
  * barrier only when it is on keeps its seq-cst RMW when it is off, and the
  * heavy side then does nothing: the symmetric protocol stands.
  *

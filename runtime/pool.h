@@ -513,15 +513,14 @@ void knit__payload_drop(knit_future *f);
 /* ---- runtime/task.c ---- */
 /* Runs (or skips, if cancelled) a claimed task, settles its future and
  * drops the lane's reference. Counts the settle in w->unsettled, or takes
- * it off `live` at once when w is NULL. */
-void knit__task_run(struct knit__pool *p, knit_future *f,
+ * it off `live` at once when w is NULL. True when the task's function
+ * ran (a group member: true; knit__task_inline never passes one). */
+bool knit__task_run(struct knit__pool *p, knit_future *f,
                     struct knit__worker *w, struct knit__producer *rec);
 /* An await that runs its own future's task on this thread when nobody
- * has started it: popped if it is the newest entry of this consumer's
- * deque, else (the start CAS of knit__task_run, won here) if the await
- * is inside a task of p and the task was pushed straight into a deque,
- * never into a lane. rec is this thread's record, tls->consumer a
- * consumer id of p. False otherwise. */
+ * has started it and it is the newest entry of this consumer's deque
+ * (popped, then run as claimed). rec is this thread's record,
+ * tls->consumer a consumer id of p. False otherwise. */
 bool knit__task_inline(struct knit__pool *p, knit_future *f,
                        struct knit__worker *w, struct knit__producer *rec);
 /* A group member that came in a lane and got no record (no memory): run

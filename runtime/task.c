@@ -154,7 +154,7 @@ static bool knit__task_started(struct knit__pool *p, knit_future *f,
     return true;
 }
 
-void knit__task_run(struct knit__pool *p, knit_future *f,
+bool knit__task_run(struct knit__pool *p, knit_future *f,
                     struct knit__worker *w, struct knit__producer *rec) {
     uint32_t expect = KNIT__F_PENDING;
     /* Read now: f may be freed by the unref before knit__settled. Written
@@ -162,11 +162,11 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
     bool local = f->counted_local;
     if (f->group != NULL) {
         knit__member_run(p, f, w, rec, local);
-        return;
+        return true;
     }
-    /* The right to run: a cancel, or an awaiter that ran the task itself
-     * (knit__task_inline), that won this CAS first already settled the
-     * future or is settling it, and we only drop the lane's reference. */
+    /* The right to run: a cancel that won this CAS first already settled
+     * the future or is settling it, and we only drop the lane's
+     * reference. */
     if (!atomic_compare_exchange_strong_explicit(&f->state, &expect,
                                                  KNIT__F_RUNNING,
                                                  memory_order_acq_rel,
@@ -174,61 +174,43 @@ void knit__task_run(struct knit__pool *p, knit_future *f,
         knit__stat_add(w ? &w->skipped : &rec->skipped, 1);
         knit__future_unref(f);
         knit__settled(p, w, local);
-        return;
+        return false;
     }
-    (void)knit__task_started(p, f, w, rec);
+    bool ran = knit__task_started(p, f, w, rec);
     knit__future_unref(f);
     knit__settled(p, w, local);
+    return ran;
 }
 
 bool knit__task_inline(struct knit__pool *p, knit_future *f,
                        struct knit__worker *w, struct knit__producer *rec) {
-    /* Only a task that is in a lane or a deque: a promise has none, a
-     * continuation may still wait for its antecedent. Both flags are
-     * written before the future reached its user. The relaxed load skips
-     * the CAS when a worker has the task already. */
+    /* Only a task that can be in a deque: a promise has none, a
+     * continuation may still wait for its antecedent, a group member
+     * has no future to await. Written before the future reached its
+     * user. The relaxed load skips the deque when a worker has the task
+     * already. */
     if (f->promise || f->antecedent != NULL || f->group != NULL ||
         atomic_load_explicit(&f->state, memory_order_relaxed) != KNIT__F_PENDING)
         return false;
     /* Fork-join: a child pushed from a task on this thread is usually the
      * newest element of this consumer's deque. Popping it takes the entry
-     * with the task (no lane left for a worker to pass over later: a deep
-     * recursion that inlined its children by CAS alone would fill the
-     * deque with dead entries) and runs it as any claimed task. */
+     * with the task and runs it as any claimed task.
+     *
+     * Only the newest: a child further down is left where it is, and the
+     * await runs the entries above it first (its younger siblings, by
+     * knit__pool_run_some), the owner working from the young end while
+     * thieves take from the old one. Taking an older child out of order
+     * by its start CAS (tried: the entry then stays for its popper or a
+     * thief to pass over) made the owner and the thieves work the old end
+     * together: skynet, which awaits its ten children oldest first, ran
+     * at 0.6x, thieves stealing entries the owner had already run. A
+     * task still in a lane is not taken either: its lane would hold a
+     * pending slot after the task ran. */
     struct knit__tls *tls = knit__tls_get();
-    if (knit__deque_pop_if(&p->deques[tls->consumer], f) == f) {
-        knit__task_run(p, f, w, rec);
-        return true;
-    }
-    /* Elsewhere, only a task that went from its submit straight into a
-     * deque (counted_local, written before the push): it was never in a
-     * lane, so it holds no pending slot, and its entry, left for the
-     * deque's popper or a thief to pass over, counts in `live` only until
-     * then, as a running task would. A task still in a lane is not taken:
-     * its lane would hold a pending slot after the task ran, and a
-     * KNIT_FAIL submit could fail with nothing left to run. */
-    if (!f->counted_local) return false;
-    /* And only inside a task of p: the enclosing task keeps the pool
-     * busy while this one runs. An outside helper has none, and the
-     * stale entry's settle, counted when it is passed over, could let
-     * destroy's drain see a quiescent pool while the task still runs
-     * (and submits). */
-    if (tls->current == NULL || tls->cpool != p) return false;
-    uint32_t expect = KNIT__F_PENDING;
-    /* The same CAS as the entry's popper or thief (knit__task_run) and a
-     * cancel (knit_future_cancel), with the same orders. fn, arg and the
-     * payload were published to this thread by whatever handed it the
-     * future (its own submit, or the user's synchronisation). Whoever
-     * takes the entry later loses the CAS and only drops its reference
-     * and counts the settle. */
-    if (!atomic_compare_exchange_strong_explicit(&f->state, &expect,
-                                                 KNIT__F_RUNNING,
-                                                 memory_order_acq_rel,
-                                                 memory_order_relaxed))
-        return false;
-    /* Counted only when it ran: a task the pool's cancel settled is
-     * `cancelled`, and its stale entry one `skipped` like any cancel. */
-    if (knit__task_started(p, f, w, rec)) knit__stat_add(&rec->inlined, 1);
+    if (knit__deque_pop_if(&p->deques[tls->consumer], f) != f) return false;
+    /* Counted only when it ran: a task the pool's cancel settled first is
+     * `cancelled` (or `skipped`, if a knit_future_cancel won). */
+    if (knit__task_run(p, f, w, rec)) knit__stat_add(&rec->inlined, 1);
     return true;
 }
 

@@ -147,9 +147,9 @@ int knit_submit(knit_pool *pool, knit_fn fn, void *arg, knit_future **out);
  * future is untouched and may be awaited again). Inside a task it runs
  * other tasks while it waits, so nested fork-join cannot deadlock: a task
  * submitted from inside a task and not started yet runs first, on the
- * awaiting thread (stats: `inlined` when its entry is left for a worker
- * to pass over). May be called any number of times, from several
- * threads, until released. */
+ * awaiting thread, when it is the newest task of the thread's deque
+ * (stats: `inlined`); else the newer ones above it run first. May be
+ * called any number of times, from several threads, until released. */
 int knit_await(knit_future *f, int64_t timeout_ns, void **result);
 
 /* Waits until every future settled: 0 when all succeeded, else the first
@@ -506,9 +506,9 @@ typedef struct knit_pool_stats_t {
     uint64_t tasks_run;       /* tasks whose function ran, by any thread */
     uint64_t cancelled;       /* tasks settled as cancelled */
     uint64_t skipped;         /* lane or deque entries whose task was
-                                 cancelled or inlined earlier */
-    uint64_t inlined;         /* subtasks run by a task awaiting them, their
-                                 deque entry left to skip (in tasks_run) */
+                                 cancelled earlier */
+    uint64_t inlined;         /* subtasks a task awaiting them took from
+                                 its own deque and ran (in tasks_run) */
     uint64_t failed;          /* tasks that called knit_task_fail */
     uint64_t pending;         /* submitted, not yet started (now) */
     uint64_t pending_high;    /* high-water mark of pending */
