@@ -27,7 +27,8 @@
  * not model atomic_thread_fence, and on x86 both cost one locked op.)
  *
  * The asymmetric form (base/asym_fence.h), used for the publications of
- * the lane core and the pool where the kernel provides it: B1 is a
+ * the lane core and the pool when KNIT_MEMBARRIER=1 and the kernel
+ * provides it: B1 is a
  * compiler barrier after the store that makes the condition true, and the
  * sleeper calls knit__asym_heavy() between A1 and A2. The heavy barrier
  * puts a full barrier somewhere in the waker's program order: before B2

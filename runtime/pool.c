@@ -11,9 +11,9 @@
  *            re-check every carpet, the pool state and its wait condition
  *            with seq-cst loads (A2); sleep only if all are idle.
  *   submit:  publish, flush (B1: a seq-cst RMW on the carpet's host_bits,
- *            or, with the asymmetric fence, a compiler barrier, the worker
- *            then calling membarrier between setting its bit and its
- *            re-check), then load `parked` (seq-cst, B2); if a bit is
+ *            or, with the opt-in asymmetric fence, a compiler barrier, the
+ *            worker then calling membarrier between setting its bit and
+ *            its re-check), then load `parked` (seq-cst, B2); if a bit is
  *            set, clear it (the winner of the clear rings) and ring that
  *            worker.
  *   Either the worker's re-check sees the publication or the submitter
@@ -23,11 +23,12 @@
  * work counts itself in `spinning` while it looks, and a publication wakes
  * a parked worker only when nobody is spinning. A spinner parks only after
  * it leaves `spinning` (seq-cst) and then re-checks (seq-cst, after its
- * membarrier), so a publisher that saw it spinning (its load after B1) is
- * covered by that re-check. The last spinner's look for work left (below)
- * has no membarrier: a lane publisher whose B1 was the compiler barrier
- * fences before it trusts a spinner (knit__pool_notify_published). The last spinner to find work wakes one more sleeper if work
- * is left, so parallelism ramps up one worker at a time.
+ * membarrier if the fence is on), so a publisher that saw it spinning (its
+ * load after B1) is covered by that re-check. The last spinner to find
+ * work wakes one more sleeper if work is left, so parallelism ramps up
+ * one worker at a time. That look for work left has no membarrier: a lane
+ * publisher whose B1 was the compiler barrier fences before it trusts a
+ * spinner (knit__pool_notify_published).
  *
  * Lifetime against destroy: every public entry point that touches the
  * pool enters it (runtime/entry.c: a per-thread slot, then a re-check of
