@@ -277,7 +277,7 @@ int knit__carpet_sleep_if_idle(knit_carpet *c, int64_t timeout_ns) {
      * heavy side of B1 (see knit__carpet_flush) comes first, and only
      * when a cheap look finds nothing (it is a syscall): a producer that
      * did not see ARMED made its publication visible to the re-check. */
-    if (!knit__carpet_pending(c) && knit__asym_on()) knit__asym_heavy();
+    if (knit__asym_on() && !knit__carpet_pending(c)) knit__asym_heavy();
     if (knit__carpet_pending(c)) {
         knit__doorbell_disarm(&c->bell);
         return 0;
