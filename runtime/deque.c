@@ -26,7 +26,13 @@ unsigned knit__deque_push_batch(knit__deque *d, struct knit_future *const *fs,
 }
 
 struct knit_future *knit__deque_pop(knit__deque *d) {
-    int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed) - 1;
+    int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+    /* Empty for sure, without the StoreLoad below: only the owner adds
+     * elements, and top never goes back, so a top (even a stale one, which
+     * is smaller) at or past our bottom means no element is left. Relaxed:
+     * no cell is read on this path. The common case of an idle look. */
+    if (atomic_load_explicit(&d->top, memory_order_relaxed) >= b) return NULL;
+    b--;
     /* StoreLoad with the load of top below: pairs with a thief's seq-cst
      * load of top then bottom in knit__deque_steal. */
     atomic_store_explicit(&d->bottom, b, memory_order_seq_cst);

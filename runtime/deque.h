@@ -10,9 +10,11 @@
  * fences (ThreadSanitizer does not model fences):
  *   push   owner: store the cells (relaxed), then bottom (seq-cst: it also
  *          pairs with a parking worker's re-check, see pool.c).
- *   pop    owner: bottom-- (seq-cst store), then load top (seq-cst): the
- *          StoreLoad pair against a thief's top load then bottom load.
- *          The last element goes to whoever wins the CAS on top.
+ *   pop    owner: returns at once when a relaxed load of top is at or
+ *          past bottom (empty: top never goes back); else bottom--
+ *          (seq-cst store), then load top (seq-cst): the StoreLoad pair
+ *          against a thief's top load then bottom load. The last element
+ *          goes to whoever wins the CAS on top.
  *   steal  thief: load top, then bottom (seq-cst); read the cell; CAS top.
  *          A lost CAS means another thief or the owner took it.
  * Cells are atomic pointers (relaxed): a thief may read a cell the owner

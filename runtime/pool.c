@@ -204,10 +204,15 @@ void knit__worker_flush(struct knit__pool *p, struct knit__worker *w) {
     w->unsettled = 0;
 }
 
-/* Claims a batch from c into the consumer's deque. Returns lanes claimed. */
+/* Claims a batch from c into the consumer's deque. Returns lanes claimed.
+ * With `first`, the batch's oldest task is handed to the caller in *first
+ * instead of being pushed and stolen back at once (one cell, the bottom's
+ * seq-cst store for a batch of one and the CAS on top saved per claim);
+ * *first stays NULL when there is none to hand over. */
 static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
                                  unsigned consumer, struct knit__worker *w,
-                                 struct knit__producer *rec) {
+                                 struct knit__producer *rec,
+                                 knit_future **first) {
     struct knit__claim_batch fr;
     fr.c = c;
     fr.n = 0;
@@ -239,19 +244,28 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
         knit__stat_add(&w->lanes, fr.n);
     }
     if (KNIT__TL_ON(p)) knit__tl_claim(p, w, c, fr.n);
-    unsigned pushed = knit__deque_push_batch(&p->deques[consumer], fs, nf);
+    /* The oldest goes to the caller, who runs it next: as if pushed and
+     * stolen back from the top, but never visible to thieves. Not when
+     * bare members run below first: it must not wait for them. */
+    unsigned from = 0;
+    if (first != NULL && nf > 0 && nbare == 0) {
+        *first = fs[0];
+        from = 1;
+    }
+    unsigned pushed =
+        knit__deque_push_batch(&p->deques[consumer], fs + from, nf - from);
     /* Pushed in publication order from the top: thieves take them in
      * that order, and so does the claimer (knit__find steals its own top
-     * right after a claim). */
+     * after a claim when it was handed none). */
     /* A full deque (deep nesting): run the rest right here. */
-    for (unsigned i = pushed; i < nf; i++)
+    for (unsigned i = from + pushed; i < nf; i++)
         knit__task_run(p, fs[i], w, rec);
-    /* More than one task: let a sleeping peer steal (B1 was the deque's
-     * seq-cst bottom store). */
+    /* A task beside the one the claimer runs next: let a sleeping peer
+     * steal (B1 was the deque's seq-cst bottom store). */
     /* Bare members run before this returns, maybe long, while the caller
      * may still count as spinning: whatever was pushed must not wait for
      * them. */
-    if (pushed > 1 || (pushed > 0 && nbare > 0)) knit__pool_notify(p);
+    if (pushed + from > 1 || (pushed > 0 && nbare > 0)) knit__pool_notify(p);
     for (unsigned i = 0; i < nbare; i++) {
         const struct knit__claimed *e = &fr.e[bare[i]];
         knit_fn fn;
@@ -287,8 +301,8 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
             if (knit__claim_into(p,
                                  atomic_load_explicit(&rec->mine[i],
                                                       memory_order_relaxed),
-                                 consumer, w, rec)) {
-                f = knit__deque_steal(mine);
+                                 consumer, w, rec, &f)) {
+                if (f == NULL) f = knit__deque_steal(mine);
                 if (f != NULL) return f;
             }
     /* acquire: pairs with the release store that registered the carpet. */
@@ -297,9 +311,9 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
     for (uint32_t k = 0; k < n_all; k++) {
         uint32_t i = (start + k) % n_all;
         knit_carpet *c = atomic_load_explicit(&p->all[i], memory_order_acquire);
-        if (knit__claim_into(p, c, consumer, w, rec)) {
+        if (knit__claim_into(p, c, consumer, w, rec, &f)) {
             if (w != NULL) w->scan = i;
-            f = knit__deque_steal(mine);
+            if (f == NULL) f = knit__deque_steal(mine);
             if (f != NULL) return f;
         }
     }
