@@ -205,14 +205,15 @@ void knit__worker_flush(struct knit__pool *p, struct knit__worker *w) {
 }
 
 /* Claims a batch from c into the consumer's deque. Returns lanes claimed.
- * With `first`, the batch's oldest task is handed to the caller in *first
- * instead of being pushed and stolen back at once (one cell, the bottom's
- * seq-cst store for a batch of one and the CAS on top saved per claim);
- * *first stays NULL when there is none to hand over. */
+ * The batch's oldest task is handed to the caller in *first instead of
+ * being pushed and stolen back at once (one cell, the bottom's seq-cst
+ * store for a batch of one and the CAS on top saved per claim); *first is
+ * NULL when none is handed over (nothing claimed, or bare members). */
 static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
                                  unsigned consumer, struct knit__worker *w,
                                  struct knit__producer *rec,
                                  knit_future **first) {
+    *first = NULL;
     struct knit__claim_batch fr;
     fr.c = c;
     fr.n = 0;
@@ -248,7 +249,7 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
      * stolen back from the top, but never visible to thieves. Not when
      * bare members run below first: it must not wait for them. */
     unsigned from = 0;
-    if (first != NULL && nf > 0 && nbare == 0) {
+    if (nf > 0 && nbare == 0) {
         *first = fs[0];
         from = 1;
     }
