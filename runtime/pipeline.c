@@ -3,7 +3,8 @@
  *
  * The driver (the thread in knit_pipeline_run) calls the input function,
  * one item at a time, while fewer than max_in_flight items are in flight,
- * and submits a task per item. An item task runs the item's stages in
+ * and submits a task per item, or, when every worker already has an item
+ * in flight, runs the item's stages itself. An item task runs them in
  * turn: a parallel stage right there; a serial stage through the stage's
  * queue. A serial stage has one drainer at a time (`busy`): an item that
  * arrives while another drains is left in the queue for the drainer, which
@@ -544,8 +545,18 @@ int knit_pipeline_run(knit_pipeline *pl) {
                 break;
             }
             knit__item_start(pl, it, seq);
+            /* With an item in flight for every worker already, this thread
+             * runs the new item's stages itself, while the input's writes
+             * are still in its cache: handing it over made every buffer
+             * cross cores (the input's next fill of a slot took 3x as long,
+             * invalidating the lines the hashing worker had read: perf and
+             * per-call clocks on the pipeline row, 6.0 -> 8.0 GiB/s). */
+            bool here = pl->in_flight > pl->pool->p->threads;
             pthread_mutex_unlock(&pl->mu);
-            knit__item_dispatch(it);
+            if (here)
+                knit__item_advance(it);
+            else
+                knit__item_dispatch(it);
             pthread_mutex_lock(&pl->mu);
         }
         knit__pl_wait(pl, false);
