@@ -973,6 +973,93 @@ TEST(PipelineOptions, SizeFromBeforeFlagsIsAccepted) {
     EXPECT_EQ(100u, b.calls.load());
 }
 
+// The default mode: once every worker has an item in flight, the calling
+// thread runs the stages of the item it just read itself. One worker,
+// held in item 0's stage until item 1's stage has run: item 1 can only
+// have run on the calling thread (the worker is busy), and the sink still
+// sees every item once, in order. With `fail`, item 1's stage (on the
+// calling thread) fails: run returns its code and every buffer is freed
+// exactly once.
+struct DriverRuns {
+    std::thread::id driver;
+    uint64_t next = 0;
+    std::atomic<uint64_t> made{0}, freed{0}, sunk{0};
+    std::atomic<bool> one_ran{false}, out_of_order{false};
+    std::atomic<bool> one_on_driver{false};
+    bool fail = false;
+    static void free_fn(void *ctx, void *data, size_t) {
+        std::free(data);
+        static_cast<DriverRuns *>(ctx)->freed++;
+    }
+    static int input(void *p, knit_buf *item) {
+        auto *c = static_cast<DriverRuns *>(p);
+        if (c->next == 32) return 0;
+        c->next++;
+        *item = knit_buf{std::malloc(16), 16, &DriverRuns::free_fn, c};
+        c->made++;
+        return 1;
+    }
+    static int work(void *p, uint64_t seq, knit_buf *) {
+        auto *c = static_cast<DriverRuns *>(p);
+        if (seq == 0) {
+            // Bounded: a runtime that handed item 1 to the busy worker
+            // fails the test below instead of hanging it.
+            auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            while (!c->one_ran.load() && std::chrono::steady_clock::now() < until)
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        if (seq == 1) {
+            c->one_on_driver = std::this_thread::get_id() == c->driver;
+            c->one_ran = true;
+            if (c->fail) return knit_error(-41, "item 1 failed on purpose");
+        }
+        return 0;
+    }
+    static int sink(void *p, uint64_t seq, knit_buf *) {
+        auto *c = static_cast<DriverRuns *>(p);
+        if (seq != c->sunk.load()) c->out_of_order = true;
+        c->sunk++;
+        return 0;
+    }
+};
+
+void run_driver_runs(DriverRuns &c, int want_rc) {
+    Pool pool(1, "ticket");
+    knit_stage ks[2] = {{KNIT_STAGE_PARALLEL, &DriverRuns::work, &c},
+                        {KNIT_STAGE_SERIAL_IN_ORDER, &DriverRuns::sink, &c}};
+    knit_pipeline_options o = KNIT_PIPELINE_OPTIONS_INIT;
+    o.input = &DriverRuns::input;
+    o.input_ctx = &c;
+    o.stages = ks;
+    o.nstages = 2;
+    o.max_in_flight = 4;
+    knit_pipeline *pl = nullptr;
+    ASSERT_EQ(0, knit_pipeline_create(pool, &o, &pl)) << knit_last_error();
+    c.driver = std::this_thread::get_id();
+    EXPECT_EQ(want_rc, knit_pipeline_run(pl)) << knit_last_error();
+    knit_pipeline_destroy(pl);
+    EXPECT_TRUE(c.one_ran.load());
+    EXPECT_TRUE(c.one_on_driver.load()) << "item 1 did not run on the calling thread";
+    EXPECT_FALSE(c.out_of_order.load());
+    EXPECT_EQ(c.made.load(), c.freed.load());
+}
+
+TEST(PipelineDefault, CallerRunsAnItemWhenEveryWorkerIsBusy) {
+    DriverRuns c;
+    run_driver_runs(c, 0);
+    EXPECT_EQ(32u, c.made.load());
+    EXPECT_EQ(32u, c.sunk.load());
+}
+
+TEST(PipelineDefault, FailureInAnItemTheCallerRanStopsThePipeline) {
+    DriverRuns c;
+    c.fail = true;
+    run_driver_runs(c, -41);
+    EXPECT_NE(nullptr, std::strstr(knit_last_error(), "item 1 failed on purpose"))
+        << knit_last_error();
+    EXPECT_LT(c.made.load(), 32u); // the input stopped early
+}
+
 // With KNIT_PIPELINE_INPUT_IN_TASKS the input runs on the pool's workers,
 // one call at a time, and the worker that read an item runs its parallel
 // stage itself (nothing else is in flight to take it: max_in_flight 1).
