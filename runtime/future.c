@@ -633,6 +633,11 @@ int knit_future_cancel(knit_future *f) {
     knit__pool_exit(h);
     if (expect == KNIT__F_DONE)
         return knit__fail(KNIT_EALREADY, "knit_future_cancel: already settled");
+    /* A promise never runs: RUNNING means a resolve, reject or destroy won
+     * the CAS and is settling it right now, so it counts as settled. */
+    if (f->promise)
+        return knit__fail(KNIT_EALREADY,
+                          "knit_future_cancel: the promise is being settled");
     /* Running: ask it to stop; it reads this with knit_task_cancelled. */
     atomic_store_explicit(&f->cancel, 1, memory_order_release);
     return knit__fail(KNIT_EBUSY, "knit_future_cancel: the task is running; "

@@ -207,6 +207,44 @@ TEST(Promise, ManySettlersOneWins) {
     }
 }
 
+// A cancel that meets a settle under way (the settler won the CAS and is
+// still settling) reads a settled promise: KNIT_EALREADY, never the
+// "running task" KNIT_EBUSY. Two long-lived threads start each round
+// together so the cancel lands inside the settle's window often.
+TEST(Promise, CancelRacingASettleIsAlreadyNeverBusy) {
+    Pool pool(2);
+    constexpr int kRounds = 20000;
+    std::atomic<knit_future *> cur{nullptr};
+    std::atomic<int> go{0}, done{0};
+    std::atomic<int> busy{0}, cancel_wins{0}, settle_wins{0};
+    std::thread settler([&] {
+        for (int r = 1; r <= kRounds; r++) {
+            while (go.load(std::memory_order_acquire) < r) std::this_thread::yield();
+            int rc = knit_promise_resolve(cur.load(std::memory_order_acquire), nullptr);
+            if (rc == 0) settle_wins++;
+            else EXPECT_EQ(KNIT_EALREADY, rc);
+            done.fetch_add(1, std::memory_order_acq_rel);
+        }
+    });
+    for (int r = 1; r <= kRounds; r++) {
+        knit_future *f = nullptr;
+        ASSERT_EQ(0, knit_promise_create(pool, &f));
+        cur.store(f, std::memory_order_release);
+        go.store(r, std::memory_order_release);
+        int rc = knit_future_cancel(f);
+        if (rc == 0) cancel_wins++;
+        else if (rc == KNIT_EBUSY) busy++;
+        else EXPECT_EQ(KNIT_EALREADY, rc);
+        while (done.load(std::memory_order_acquire) < r) std::this_thread::yield();
+        EXPECT_TRUE(knit_future_done(f));
+        EXPECT_EQ(0, knit_future_release(f));
+    }
+    settler.join();
+    EXPECT_EQ(0, busy.load());
+    EXPECT_EQ(kRounds, cancel_wins.load() + settle_wins.load())
+        << "exactly one of the two settles each round";
+}
+
 // ---- KNIT_CALLER_RUNS ----
 
 void *where(knit_task *, void *arg) {

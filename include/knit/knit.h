@@ -163,7 +163,8 @@ int knit_await_any(knit_future *const *fs, size_t n, int64_t timeout_ns,
 
 /* Cancels: 0 if the task had not started (it never runs; the future settles
  * as KNIT_ECANCELED); KNIT_EBUSY if it is running (it is asked to stop:
- * knit_task_cancelled() turns true); KNIT_EALREADY if it has settled. */
+ * knit_task_cancelled() turns true); KNIT_EALREADY if it has settled (for
+ * a promise: also while a resolve, reject or pool destroy settles it). */
 int knit_future_cancel(knit_future *f);
 
 /* Runs fn(task, arg) once f settles (whatever the outcome); inside, the
