@@ -118,21 +118,39 @@ static int agree(void) {
     return out[0];
 }
 
-/* The temporary output, made and removed by rank 0 only; a signal removes
- * it too (mpirun passes ^C on to the ranks as SIGTERM). */
+/* The temporary output, made and removed by rank 0. A signal removes it
+ * on every rank that knows its name: mpirun passes ^C on to the ranks as
+ * SIGTERM and sends SIGKILL as soon as the first of them has died (Open
+ * MPI 4.1 cuts its grace period short on that SIGCHLD), so the rank whose
+ * handler runs first must remove it, whichever rank that is. A rank other
+ * than 0 learns the name from rank 0's broadcast; a signal before that
+ * finds its handler with nothing to remove.
+ *
+ * tmp_exists is read by the handler, which may run on any thread of the
+ * process (knit's workers and MPI's threads do not block signals): a
+ * lock-free atomic, so reading it is async-signal-safe. */
 static char tmp_name[PATH_MAX + 8];
-static volatile sig_atomic_t tmp_exists;
+static atomic_int tmp_exists;
 
 static void on_signal(int sig) {
-    if (tmp_exists) unlink(tmp_name);
+    /* acquire: pairs with the release store that publishes tmp_name. */
+    if (atomic_load_explicit(&tmp_exists, memory_order_acquire)) unlink(tmp_name);
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
+/* tmp_name holds the temporary output's name (rank 0: made it; others:
+ * received it), or no longer (renamed or removed). */
+static void tmp_set(int exists) {
+    /* release: the name's bytes are written before a handler that sees 1
+     * reads them (pairs with the acquire load in on_signal). */
+    atomic_store_explicit(&tmp_exists, exists, memory_order_release);
+}
+
 static void remove_tmp(void) {
-    if (rank == 0 && tmp_exists) {
-        unlink(tmp_name);
-        tmp_exists = 0;
+    if (rank == 0 && atomic_load_explicit(&tmp_exists, memory_order_relaxed)) {
+        unlink(tmp_name); /* a signal in between unlinks a name already gone */
+        tmp_set(0);
     }
 }
 
@@ -594,12 +612,13 @@ static int run(const options *o) {
             fail("cannot create %s: %s", o->out, strerror(errno));
             why_job = 1;
         } else {
-            tmp_exists = 1;
+            tmp_set(1);
             close(fd);
         }
     }
     if ((code = agree()) != 0) goto done;
     MPI_Bcast(tmp_name, (int)sizeof tmp_name, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (rank != 0) tmp_set(1); /* its handler removes it too (see on_signal) */
 
     /* (4) Compress the slice into memory: a header (rank 0, or every rank
      * with one member each), the deflate stream, and a trailer. */
@@ -671,10 +690,11 @@ static int run(const options *o) {
         else if (rename(tmp_name, o->out) != 0)
             fail("cannot rename %s to %s: %s", tmp_name, o->out, strerror(errno));
         else
-            tmp_exists = 0;
+            tmp_set(0);
         why_job = 1;
     }
     if ((code = agree()) != 0) goto done;
+    tmp_set(0); /* renamed: no rank's handler may remove the name now */
 
     /* (8) The report: the slowest rank's deflate time, and the whole. */
     double t_deflate_max = 0;
@@ -751,15 +771,13 @@ int main(int argc, char **argv) {
         int rc = parse_options(argc, argv, &o);
         code = rc < 0 ? EXIT_USAGE : 0;
         if (rc == 0) {
-            if (rank == 0) {
-                struct sigaction sa;
-                memset(&sa, 0, sizeof sa);
-                sa.sa_handler = on_signal;
-                sigemptyset(&sa.sa_mask);
-                sigaction(SIGINT, &sa, NULL);
-                sigaction(SIGTERM, &sa, NULL);
-                sigaction(SIGHUP, &sa, NULL);
-            }
+            struct sigaction sa; /* every rank: see on_signal */
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_signal;
+            sigemptyset(&sa.sa_mask);
+            sigaction(SIGINT, &sa, NULL);
+            sigaction(SIGTERM, &sa, NULL);
+            sigaction(SIGHUP, &sa, NULL);
             code = run(&o);
         }
     }

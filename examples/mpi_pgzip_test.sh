@@ -77,10 +77,22 @@ ok() {
 }
 
 # one_message NAME PATTERN: stderr holds exactly one line, matching PATTERN.
+#
+# Not counted: mpirun's "abort is already in progress" notice (and the blank
+# line after it), which -q does not hide. mpirun prints it when a signal
+# reaches it while it already aborts the job for a rank's non-zero exit. It
+# appeared once in CI (TSan, "unwritable output", where nothing in the test
+# sends a signal; mpi_pgzip sends none to mpirun), with mpi_pgzip's message
+# and exit status as expected. The likely sender is mpirun itself: its odls
+# signals a rank's process group found with getpgid(pid), and getpgid(0) is
+# the caller's own group, so a rank whose pid is gone by then sends the
+# SIGTERM to mpirun's group.
 one_message() {
     local n
-    n=$(wc -l <"$tmp/err")
-    if [[ $n -eq 1 ]] && grep -q -- "$2" "$tmp/err"; then
+    grep -v -e '^mpirun: abort is already in progress' -e '^$' "$tmp/err" \
+        >"$tmp/err.own" || true
+    n=$(wc -l <"$tmp/err.own")
+    if [[ $n -eq 1 ]] && grep -q -- "$2" "$tmp/err.own"; then
         return 0
     fi
     fail "$1: want one message matching '$2', got $n line(s): $(cat "$tmp/err")"
@@ -199,10 +211,15 @@ else
 fi
 
 # (8) Interrupted: ^C to mpirun (passed on to the ranks as SIGTERM) while
-# the ranks compress a corpus far too big to finish: rank 0 removes the
-# temporary output on its way down.
+# the ranks compress a corpus far too big to finish: the temporary output is
+# gone when mpirun returns. mpirun sends SIGKILL as soon as one rank has died,
+# so the first rank to handle the signal removes it, not rank 0 alone (with
+# rank 0 alone, 2 runs in 8 on a loaded machine left it behind). One SIGINT,
+# as a terminal's ^C: without --foreground, timeout sends it to mpirun and
+# again to its process group, and a second ^C makes mpirun exit at once,
+# leaving the ranks to _exit with the file (2 runs in 16 did).
 mkdir -p "$tmp/int"
-timeout 120 mpirun -q -np 2 --bind-to none --oversubscribe "$mpi_pgzip" \
+timeout --foreground 120 mpirun -q -np 2 --bind-to none --oversubscribe "$mpi_pgzip" \
     --corpus-mib 4096 "$tmp/int/out.gz" >/dev/null 2>"$tmp/err" &
 pid=$!
 for _ in $(seq 1 100); do # until the temporary output exists (or 10 s)
