@@ -550,7 +550,7 @@ int knit_pipeline_run(knit_pipeline *pl) {
              * are still in its cache: handing it over made every buffer
              * cross cores (the input's next fill of a slot took 3x as long,
              * invalidating the lines the hashing worker had read: perf and
-             * per-call clocks on the pipeline row, 6.0 -> 8.0 GiB/s). */
+             * per-call clocks). On the pipeline row: about +6% (README). */
             bool here = pl->in_flight > pl->pool->p->threads;
             pthread_mutex_unlock(&pl->mu);
             if (here)
