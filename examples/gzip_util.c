@@ -1,8 +1,10 @@
 /* What pgzip and mpi_pgzip share (see gzip_util.h). */
+#define _POSIX_C_SOURCE 200809L /* sigaction */
 #include "gzip_util.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,16 @@ void gzip_header(unsigned char hdr[10], unsigned char xfl) {
     static const unsigned char h[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
     memcpy(hdr, h, sizeof h);
     hdr[8] = xfl;
+}
+
+void catch_stop_signals(void (*handler)(int)) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 /* Set once by main before any thread starts; read-only afterwards. */

@@ -36,6 +36,10 @@ void put_le32(unsigned char *p, uint32_t v);
 /* A gzip member's 10-byte header: deflate, no flags, mtime 0, xfl, Unix. */
 void gzip_header(unsigned char hdr[10], unsigned char xfl);
 
+/* Installs handler for SIGINT, SIGTERM and SIGHUP (the signals that stop
+ * a compressor whose temporary output must go), with an empty mask. */
+void catch_stop_signals(void (*handler)(int));
+
 /* bad_usage's program name, and whether this process prints (an MPI job
  * prints on rank 0 only). */
 void usage_init(const char *prog, int print);

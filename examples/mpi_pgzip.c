@@ -694,7 +694,7 @@ static int run(const options *o) {
         why_job = 1;
     }
     if ((code = agree()) != 0) goto done;
-    tmp_set(0); /* renamed: no rank's handler may remove the name now */
+    if (rank != 0) tmp_set(0); /* renamed: its handler must not remove the name now */
 
     /* (8) The report: the slowest rank's deflate time, and the whole. */
     double t_deflate_max = 0;
@@ -771,13 +771,7 @@ int main(int argc, char **argv) {
         int rc = parse_options(argc, argv, &o);
         code = rc < 0 ? EXIT_USAGE : 0;
         if (rc == 0) {
-            struct sigaction sa; /* every rank: see on_signal */
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = on_signal;
-            sigemptyset(&sa.sa_mask);
-            sigaction(SIGINT, &sa, NULL);
-            sigaction(SIGTERM, &sa, NULL);
-            sigaction(SIGHUP, &sa, NULL);
+            catch_stop_signals(on_signal); /* every rank: see on_signal */
             code = run(&o);
         }
     }
