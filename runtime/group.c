@@ -69,20 +69,20 @@ static void knit__group_outcome_set(struct knit_group *g, int code,
     atomic_store_explicit(&g->outcome, KNIT__OUTCOME_SET, memory_order_release);
 }
 
-/* Takes one member off `live` (see the top of this file). */
-static void knit__group_live_drop(struct knit_group *g) {
+/* Takes n members off `live` (see the top of this file). */
+static void knit__group_live_drop(struct knit_group *g, uint32_t n) {
     uint64_t v = atomic_load_explicit(&g->live, memory_order_relaxed);
     uint64_t next;
     do {
-        next = (v & KNIT__GROUP_LIVE_MASK) == 1 ? v - 1 + KNIT__GROUP_RINGING_ONE
-                                                : v - 1;
+        next = (v & KNIT__GROUP_LIVE_MASK) == n ? v - n + KNIT__GROUP_RINGING_ONE
+                                                : v - n;
         /* seq-cst: the finisher's half of the waiting protocol (pairs with
          * the waiter's seq-cst store of watched then load of live); its
-         * release half orders the member's effects before a waiter's
+         * release half orders the members' effects before a waiter's
          * seq-cst (acquire) load that sees the group idle. */
     } while (!atomic_compare_exchange_weak_explicit(
         &g->live, &v, next, memory_order_seq_cst, memory_order_relaxed));
-    if ((v & KNIT__GROUP_LIVE_MASK) != 1) return; /* not the last: done */
+    if ((v & KNIT__GROUP_LIVE_MASK) != n) return; /* not the last: done */
     struct knit__waiter *list = NULL;
     /* seq-cst: after the CAS above; see the top of this file. */
     if (atomic_load_explicit(&g->watched, memory_order_seq_cst) != 0) {
@@ -98,8 +98,37 @@ static void knit__group_live_drop(struct knit_group *g) {
     knit__waiters_ring_list(list);
 }
 
-void knit__group_member_done(struct knit_group *g, int code, int task_code,
-                             char *message) {
+void knit__group_drop_flush(struct knit__worker *w) {
+    if (w->drop_n == 0) return;
+    struct knit_group *g = w->drop_group;
+    uint32_t n = w->drop_n;
+    w->drop_group = NULL;
+    w->drop_n = 0;
+    knit__group_live_drop(g, n);
+}
+
+/* Keeping finished members back: a worker that runs member after member
+ * of one group from its loop (a stream of submits, claimed in batches)
+ * paid one CAS per member on `live`, the line the submitter adds to, so
+ * the line crossed cores twice per member. It now keeps the count and
+ * takes it off `live` in one CAS when its loop is about to run anything
+ * else, finds nothing to run (before it spins or parks), has kept 64, or
+ * exits (knit__worker_main). While it keeps any, the group cannot look
+ * idle to a waiter any earlier than before: either the worker is running
+ * another member of the same group, which is live itself, or it is
+ * between two steps of its loop. Only from the loop's own tasks: inside
+ * a task (an await that helps) the worker's next step is the user's
+ * code, which may wait for this very group. */
+static void knit__group_drop_defer(struct knit_group *g, struct knit__worker *w) {
+    if (w->drop_group != g) {
+        knit__group_drop_flush(w);
+        w->drop_group = g;
+    }
+    if (++w->drop_n >= 64) knit__group_drop_flush(w);
+}
+
+void knit__group_member_done(struct knit_group *g, struct knit__worker *w,
+                             int code, int task_code, char *message) {
     if (code == KNIT_ECANCELED)
         knit__group_outcome_set(g, code, 0, NULL,
                                 atomic_load_explicit(&g->cancelled,
@@ -110,7 +139,10 @@ void knit__group_member_done(struct knit_group *g, int code, int task_code,
         knit__group_outcome_set(g, code, task_code, message, NULL);
     else
         free(message);
-    knit__group_live_drop(g);
+    if (w != NULL && w->top_run && knit__tls_get()->depth == 0)
+        knit__group_drop_defer(g, w);
+    else
+        knit__group_live_drop(g, 1);
 }
 
 bool knit__group_cancelled(const struct knit_group *g) {
@@ -153,7 +185,7 @@ int knit_group_submit(knit_group *g, knit_fn fn, void *arg) {
      * this submit. */
     atomic_fetch_add_explicit(&g->live, 1, memory_order_relaxed);
     int rc = knit__submit_member(g, fn, arg);
-    if (rc < 0) knit__group_live_drop(g); /* message kept: the submit's */
+    if (rc < 0) knit__group_live_drop(g, 1); /* message kept: the submit's */
     return rc;
 }
 

@@ -452,6 +452,10 @@ static void *knit__worker_main(void *arg) {
         knit_future *f = knit__find(p, w->id, w, w->rec, &fr);
         if (f != NULL || fr != NULL) {
             idle = 0;
+            /* Members kept back go to their group before anything else
+             * runs (see knit__group_drop_defer); f is ours now. */
+            if (w->drop_n != 0 && (f == NULL || f->group != w->drop_group))
+                knit__group_drop_flush(w);
             if (spinning) {
                 spinning = false;
                 /* The last spinner found work: if more is left, get a
@@ -463,13 +467,16 @@ static void *knit__worker_main(void *arg) {
                     knit__any_parked(p) && knit__pool_any_pending(p))
                     knit__pool_wake_one(p);
             }
-            if (f != NULL)
+            if (f != NULL) {
+                w->top_run = true;
                 knit__task_run(p, f, w, w->rec);
-            else
+                w->top_run = false;
+            } else
                 knit__frame_run_stolen(p, fr, w->id, w);
             if (w->unsettled >= 64) knit__worker_flush(p, w);
             continue;
         }
+        knit__group_drop_flush(w); /* before this worker spins or parks */
         knit__worker_flush(p, w);
         if (atomic_load_explicit(&p->handle->state, memory_order_acquire) >=
             KNIT__POOL_STOPPING)

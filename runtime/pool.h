@@ -238,6 +238,11 @@ struct knit__worker {
     unsigned id;
     unsigned scan; /* where the next scan of all carpets starts */
     uint64_t unsettled; /* settled here, not yet taken off `live` */
+    /* Members of one group this worker finished and has not yet taken off
+     * the group's `live` (owner only; see knit__group_drop_defer). */
+    struct knit_group *drop_group;
+    uint32_t drop_n;
+    bool top_run; /* in a task the worker loop itself started */
     struct knit__pool *pool;
     struct knit__producer *rec;
 };
@@ -486,9 +491,13 @@ void knit__spin_unlock(_Atomic uint32_t *lock);
 /* ---- runtime/group.c ---- */
 /* A member finished: records a failure (code KNIT_ETASK with task_code and
  * message, owned afterwards by the group; or KNIT_ECANCELED) if it is the
- * group's first, then takes it off g->live. */
-void knit__group_member_done(struct knit_group *g, int code, int task_code,
-                             char *message);
+ * group's first, then takes it off g->live, at once or (w a worker in a
+ * task its loop started) kept back until knit__group_drop_flush. */
+void knit__group_member_done(struct knit_group *g, struct knit__worker *w,
+                             int code, int task_code, char *message);
+/* Takes the members worker w finished, and kept back, off their group's
+ * `live` (see group.c); nothing if it keeps none. */
+void knit__group_drop_flush(struct knit__worker *w);
 /* knit_group_cancel was called (acquire). */
 bool knit__group_cancelled(const struct knit_group *g);
 /* No member is live (seq-cst: the waiter's load, see group.c). */

@@ -107,7 +107,7 @@ static void knit__member_body(struct knit__pool *p, knit_future *f,
         knit__payload_drop(f);
     else
         knit__future_recycle(f);
-    knit__group_member_done(g, code, task_code, message);
+    knit__group_member_done(g, w, code, task_code, message);
     knit__settled(p, w, local);
 }
 

@@ -118,6 +118,72 @@ TEST(Group, TimeoutThenDestroyBusyThenWait) {
     EXPECT_EQ(0, knit_group_destroy(g));
 }
 
+// A worker keeps the members it finished back from their group's count
+// while it runs member after member of that group, and hands them over
+// before it runs anything else. Here the one worker runs 200 members of
+// g1, then a task that blocks (a member of another group, or a future's
+// task): g1's wait must return while that task still runs. A round where
+// the blocker ran before some member of g1 proves nothing and is not
+// counted.
+TEST(Group, KeptBackMembersReachTheirGroupBeforeTheWorkerRunsAnythingElse) {
+    Pool pool(1);
+    int ordered = 0;
+    for (int round = 0; round < 40; round++) {
+        knit_group *g1 = make_group(pool);
+        knit_group *g2 = make_group(pool);
+        ASSERT_NE(nullptr, g1);
+        ASSERT_NE(nullptr, g2);
+        std::atomic<uint64_t> n{0};
+        Gate gate;
+        for (int i = 0; i < 200; i++) ASSERT_EQ(0, knit_group_submit(g1, count_up, &n));
+        knit_future *f = nullptr;
+        if (round % 2)
+            ASSERT_EQ(0, knit_group_submit(g2, gated, &gate));
+        else
+            ASSERT_EQ(0, knit_submit(pool, gated, &gate, &f));
+        auto until = std::chrono::steady_clock::now() + 30s;
+        while (gate.started.load() == 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(50us);
+        ASSERT_EQ(1, gate.started.load()) << "the blocking task never started";
+        if (n.load() == 200) {
+            ordered++;
+            // The worker is inside the blocker, so this wait finds nothing
+            // to run itself: only g1's count can end it.
+            EXPECT_EQ(0, knit_group_wait(g1, 10 * 1000000000LL))
+                << "round " << round << ": " << knit_last_error();
+        }
+        gate.open = true;
+        EXPECT_EQ(0, knit_group_wait(g1, -1));
+        EXPECT_EQ(200u, n.load());
+        EXPECT_EQ(0, knit_group_wait(g2, -1));
+        if (f != nullptr) {
+            EXPECT_EQ(0, knit_await(f, -1, nullptr));
+            knit_future_release(f);
+        }
+        EXPECT_EQ(0, knit_group_destroy(g1));
+        EXPECT_EQ(0, knit_group_destroy(g2));
+    }
+    EXPECT_GT(ordered, 0) << "no round ran g1's members before the blocker";
+}
+
+// Members kept back by a worker are handed over when it runs out of work,
+// also when nothing else is submitted: a wait from outside and a destroy
+// right after it see every member done. Many groups one after another, so
+// the worker's kept-back group changes often.
+TEST(Group, KeptBackMembersReachTheirGroupWhenTheWorkerGoesIdle) {
+    Pool pool(2);
+    for (int round = 0; round < 500; round++) {
+        knit_group *g = make_group(pool);
+        ASSERT_NE(nullptr, g);
+        std::atomic<uint64_t> n{0};
+        int members = 1 + round % 130; /* across the flush at 64 */
+        for (int i = 0; i < members; i++) ASSERT_EQ(0, knit_group_submit(g, count_up, &n));
+        while (n.load() != uint64_t(members)) std::this_thread::yield();
+        ASSERT_EQ(0, knit_group_wait(g, 10 * 1000000000LL)) << knit_last_error();
+        ASSERT_EQ(0, knit_group_destroy(g)) << knit_last_error();
+    }
+}
+
 TEST(Group, CancelSkipsUnstartedAndTellsRunning) {
     Pool pool(1);
     knit_group *g = make_group(pool);

@@ -177,20 +177,41 @@ TEST(Pool, AwaitOnAnotherPoolFromATaskKeepsTheTasksIds) {
 }
 
 TEST(Pool, AwaitAllAndAny) {
-    Pool pool(2);
+    // Tasks 0 and 2 hold until the test lets them go; task 1 returns at
+    // once, so it is the only one await_any can see done. (Tasks timed
+    // 1000, 1 and 700 ms apart failed under load: one worker may claim a
+    // batch and run its lanes in another order than they were published,
+    // which nothing promises.) Three workers, so every task gets one, and
+    // an await that never helps: this thread must not take a held task.
+    knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+    o.threads = 3;
+    o.await_spin_ns = -1;
+    knit_pool *pool = nullptr;
+    ASSERT_EQ(0, knit_pool_create(&o, &pool)) << knit_last_error();
+    struct Held {
+        std::atomic<int> open{0};
+    } held;
+    knit_fn hold = [](knit_task *, void *arg) -> void * {
+        while (!static_cast<Held *>(arg)->open.load()) std::this_thread::sleep_for(
+            std::chrono::microseconds(100));
+        return nullptr;
+    };
     knit_future *fs[3];
-    // Long enough apart that a slow (sanitizer) run still sees task 1 first.
-    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(1000), &fs[0]));
-    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(1), &fs[1]));
-    ASSERT_EQ(0, knit_submit(pool, sleep_ms, reinterpret_cast<void *>(700), &fs[2]));
+    ASSERT_EQ(0, knit_submit(pool, hold, &held, &fs[0]));
+    ASSERT_EQ(0, knit_submit(pool, ret_arg, nullptr, &fs[1]));
+    ASSERT_EQ(0, knit_submit(pool, hold, &held, &fs[2]));
     size_t which = 99;
     EXPECT_EQ(0, knit_await_any(fs, 3, -1, &which)) << knit_last_error();
     EXPECT_EQ(1u, which);
     EXPECT_EQ(KNIT_ETIMEDOUT, knit_await_all(fs, 3, 1'000'000));
+    EXPECT_FALSE(knit_future_done(fs[0]));
+    EXPECT_FALSE(knit_future_done(fs[2]));
+    held.open = 1;
     EXPECT_EQ(0, knit_await_all(fs, 3, -1));
     for (auto *f : fs) EXPECT_TRUE(knit_future_done(f));
     for (auto *f : fs) knit_future_release(f);
     EXPECT_EQ(KNIT_EINVAL, knit_await_any(nullptr, 0, -1, &which));
+    EXPECT_EQ(0, knit_pool_destroy(pool, KNIT_DRAIN)) << knit_last_error();
 }
 
 TEST(Pool, CancelBeforeStartNeverRuns) {
