@@ -217,6 +217,10 @@ TEST(Promise, CancelRacingASettleIsAlreadyNeverBusy) {
     std::atomic<knit_future *> cur{nullptr};
     std::atomic<int> go{0}, done{0};
     std::atomic<int> busy{0}, cancel_wins{0}, settle_wins{0};
+    // Every promise made before the settler starts: an ASSERT that returned
+    // with the thread running would end the test in std::terminate.
+    std::vector<knit_future *> fs(kRounds, nullptr);
+    for (auto &f : fs) ASSERT_EQ(0, knit_promise_create(pool, &f)) << knit_last_error();
     std::thread settler([&] {
         for (int r = 1; r <= kRounds; r++) {
             while (go.load(std::memory_order_acquire) < r) std::this_thread::yield();
@@ -227,8 +231,7 @@ TEST(Promise, CancelRacingASettleIsAlreadyNeverBusy) {
         }
     });
     for (int r = 1; r <= kRounds; r++) {
-        knit_future *f = nullptr;
-        ASSERT_EQ(0, knit_promise_create(pool, &f));
+        knit_future *f = fs[r - 1];
         cur.store(f, std::memory_order_release);
         go.store(r, std::memory_order_release);
         int rc = knit_future_cancel(f);

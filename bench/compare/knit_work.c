@@ -97,6 +97,14 @@ static void row_rtt(void) {
         wu_check_count("rtt", n);
         if (rep > 0) wu_result(&O, "rtt", rep, (double)(t1 - t0) / n, "ns", "lower");
     }
+    /* Who ran the tasks: the rtt of a process depends on it (a task the
+     * awaiting thread ran itself never crossed cores). */
+    knit_pool_stats_t st = {.size = sizeof st};
+    if (knit_pool_stats(pool, &st) == 0)
+        printf("INFO rtt knit %s workers_ran=%llu awaiter_ran=%llu parks=%llu wakes=%llu\n",
+               O.variant, (unsigned long long)st.total.tasks_run,
+               (unsigned long long)st.helped, (unsigned long long)st.total.parks,
+               (unsigned long long)st.total.wakes);
     destroy_pool(pool);
 }
 
