@@ -117,8 +117,11 @@ void knit__group_drop_flush(struct knit__worker *w) {
  * idle to a waiter any earlier than before: either the worker is running
  * another member of the same group, which is live itself, or it is
  * between two steps of its loop. Only from the loop's own tasks: inside
- * a task (an await that helps) the worker's next step is the user's
- * code, which may wait for this very group. */
+ * a task (an await that helps), or in a continuation's wait for a lane,
+ * the worker's next step is the user's code or another task, which may
+ * wait for this very group; so knit__task_run passes w only for a task
+ * the loop started, and knit__claim_into hands the count over before it
+ * runs a task itself. */
 static void knit__group_drop_defer(struct knit_group *g, struct knit__worker *w) {
     if (w->drop_group != g) {
         knit__group_drop_flush(w);
@@ -139,7 +142,7 @@ void knit__group_member_done(struct knit_group *g, struct knit__worker *w,
         knit__group_outcome_set(g, code, task_code, message, NULL);
     else
         free(message);
-    if (w != NULL && w->top_run && knit__tls_get()->depth == 0)
+    if (w != NULL)
         knit__group_drop_defer(g, w);
     else
         knit__group_live_drop(g, 1);

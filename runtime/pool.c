@@ -259,6 +259,10 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
      * that order, and so does the claimer (knit__find steals its own top
      * after a claim when it was handed none). */
     /* A full deque (deep nesting): run the rest right here. */
+    /* This runs tasks itself (the deque is full, or members without a
+     * record): members a worker kept back go to their group first, as the
+     * loop hands them over before it runs anything (group.c). */
+    if (w != NULL && (from + pushed < nf || nbare > 0)) knit__group_drop_flush(w);
     for (unsigned i = from + pushed; i < nf; i++)
         knit__task_run(p, fs[i], w, rec);
     /* A task beside the one the claimer runs next: let a sleeping peer
@@ -468,9 +472,8 @@ static void *knit__worker_main(void *arg) {
                     knit__pool_wake_one(p);
             }
             if (f != NULL) {
-                w->top_run = true;
+                w->top_run = true; /* taken by knit__task_run */
                 knit__task_run(p, f, w, w->rec);
-                w->top_run = false;
             } else
                 knit__frame_run_stolen(p, fr, w->id, w);
             if (w->unsettled >= 64) knit__worker_flush(p, w);

@@ -242,7 +242,7 @@ struct knit__worker {
      * the group's `live` (owner only; see knit__group_drop_defer). */
     struct knit_group *drop_group;
     uint32_t drop_n;
-    bool top_run; /* in a task the worker loop itself started */
+    bool top_run; /* the loop is starting a task (knit__task_run takes it) */
     struct knit__pool *pool;
     struct knit__producer *rec;
 };
@@ -491,8 +491,8 @@ void knit__spin_unlock(_Atomic uint32_t *lock);
 /* ---- runtime/group.c ---- */
 /* A member finished: records a failure (code KNIT_ETASK with task_code and
  * message, owned afterwards by the group; or KNIT_ECANCELED) if it is the
- * group's first, then takes it off g->live, at once or (w a worker in a
- * task its loop started) kept back until knit__group_drop_flush. */
+ * group's first, then takes it off g->live: at once with w NULL, else (a
+ * member worker w's loop started) kept back until knit__group_drop_flush. */
 void knit__group_member_done(struct knit_group *g, struct knit__worker *w,
                              int code, int task_code, char *message);
 /* Takes the members worker w finished, and kept back, off their group's

@@ -81,7 +81,7 @@ static void *knit__task_call(struct knit__pool *p, knit_future *f,
  * freed. */
 static void knit__member_body(struct knit__pool *p, knit_future *f,
                               struct knit__worker *w, struct knit__producer *rec,
-                              bool local, bool bare) {
+                              bool local, bool bare, bool top) {
     struct knit_group *g = f->group;
     bool by_group = knit__group_cancelled(g);
     int code = KNIT_ECANCELED, task_code = 0;
@@ -107,14 +107,14 @@ static void knit__member_body(struct knit__pool *p, knit_future *f,
         knit__payload_drop(f);
     else
         knit__future_recycle(f);
-    knit__group_member_done(g, w, code, task_code, message);
+    knit__group_member_done(g, top ? w : NULL, code, task_code, message);
     knit__settled(p, w, local);
 }
 
 static void knit__member_run(struct knit__pool *p, knit_future *f,
                              struct knit__worker *w, struct knit__producer *rec,
-                             bool local) {
-    knit__member_body(p, f, w, rec, local, false);
+                             bool local, bool top) {
+    knit__member_body(p, f, w, rec, local, false, top);
 }
 
 void knit__member_run_bare(struct knit__pool *p, knit_fn fn, void *arg,
@@ -131,7 +131,7 @@ void knit__member_run_bare(struct knit__pool *p, knit_fn fn, void *arg,
     f.arg = arg;
     f.group = g;
     f.pool = p;
-    knit__member_body(p, &f, w, rec, false, true);
+    knit__member_body(p, &f, w, rec, false, true, false);
 }
 
 /* The task of a future whose start CAS this thread won: settled as
@@ -160,8 +160,14 @@ bool knit__task_run(struct knit__pool *p, knit_future *f,
     /* Read now: f may be freed by the unref before knit__settled. Written
      * before the push that handed us f. */
     bool local = f->counted_local;
+    /* Set by the worker loop for the task it starts itself, and taken
+     * here, so no task run from inside this one (an await that helps, a
+     * continuation's wait for a lane) sees it: only a member the loop
+     * started may be kept back from its group (knit__group_member_done). */
+    bool top = w != NULL && w->top_run;
+    if (top) w->top_run = false;
     if (f->group != NULL) {
-        knit__member_run(p, f, w, rec, local);
+        knit__member_run(p, f, w, rec, local, top);
         return true;
     }
     /* The right to run: a cancel that won this CAS first already settled
