@@ -258,11 +258,11 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
     /* Pushed in publication order from the top: thieves take them in
      * that order, and so does the claimer (knit__find steals its own top
      * after a claim when it was handed none). */
-    /* A full deque (deep nesting): run the rest right here. */
     /* This runs tasks itself (the deque is full, or members without a
      * record): members a worker kept back go to their group first, as the
      * loop hands them over before it runs anything (group.c). */
     if (w != NULL && (from + pushed < nf || nbare > 0)) knit__group_drop_flush(w);
+    /* A full deque (deep nesting): run the rest right here. */
     for (unsigned i = from + pushed; i < nf; i++)
         knit__task_run(p, fs[i], w, rec);
     /* A task beside the one the claimer runs next: let a sleeping peer
