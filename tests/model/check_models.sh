@@ -122,6 +122,13 @@ group_wait 2 ok                 pass safety -DNM=2
 group_wait 3 ok                 pass safety -DNM=3
 group_wait 2 BUG_PLAIN_DROP     fail safety -DNM=2 -DBUG_PLAIN_DROP
 group_wait 2 BUG_WATCHED_FIRST  fail safety -DNM=2 -DBUG_WATCHED_FIRST
+group_wait 2 kept,nw=1           pass safety -DNM=1 -DNW=1 -DKM=2
+group_wait 3 kept,nw=2           pass safety -DNM=1 -DNW=2 -DKM=2
+group_wait 2 kept,km=3           pass safety -DNM=0 -DNW=2 -DKM=3
+group_wait 2 BUG_LAST_IS_ONE     fail safety -DNM=1 -DNW=1 -DKM=2 -DBUG_LAST_IS_ONE
+group_wait 2 BUG_KEEP_ACROSS_OTHER fail safety -DNM=1 -DNW=1 -DKM=2 -DBUG_KEEP_ACROSS_OTHER
+group_wait 2 BUG_KEEP_WHEN_IDLE  fail safety -DNM=1 -DNW=1 -DKM=2 -DBUG_KEEP_WHEN_IDLE
+group_wait 2 kept,BUG_WATCHED_FIRST fail safety -DNM=0 -DNW=2 -DKM=2 -DBUG_WATCHED_FIRST
 pool_enter 1 ok                 pass safety
 pool_enter 2 ok                 pass safety
 pool_enter 3 ok                 pass safety

@@ -24,7 +24,21 @@
  * the wait checks the word and sleeps in one step, a wake that finds no
  * sleeper is lost, and there are no spurious returns.
  *
- * NM members (spin -DNM=1..3), one waiter that destroys the group.
+ *   proctype Worker  runtime/group.c:knit__group_drop_defer and
+ *                    knit__group_drop_flush, with the flush points of
+ *                    runtime/pool.c's worker loop: a worker runs KM members
+ *                    of the group one after another and keeps the count
+ *                    back; it takes n off `live` in one CAS (the same drop
+ *                    as a Member's, last iff the live bits are n) at any
+ *                    point between two members (the cap of 64, a member of
+ *                    another group), before it runs a task that is not a
+ *                    member (here one that blocks until the group's wait
+ *                    has returned: a user's task may wait for anything),
+ *                    and before it goes idle (spins, parks or exits).
+ *
+ * NM members that drop one each (spin -DNM=0..3) and NW workers
+ * (-DNW=0..2) that keep KM members each back (-DKM=1..3), one waiter that
+ * destroys the group.
  *
  * Verified (safety: assertions + invalid end states):
  *   - no member touches the group after destroy freed it;
@@ -40,15 +54,31 @@
  *   -DBUG_WATCHED_FIRST the member loads `watched` before its decrement:
  *                       a waiter that registers in between is never rung
  *                       (invalid end state).
+ *   -DBUG_LAST_IS_ONE   a worker's drop of n is the last only if the live
+ *                       bits were 1 (the one-member test): the drop that
+ *                       empties the group does not ring (invalid end
+ *                       state).
+ *   -DBUG_KEEP_ACROSS_OTHER the worker keeps its count while it runs a
+ *                       task that is not a member: that task waits for the
+ *                       group, the group waits for the count (invalid end
+ *                       state).
+ *   -DBUG_KEEP_WHEN_IDLE the worker parks with its count kept: the group
+ *                       never empties (invalid end state).
  */
 #ifndef NM
 #define NM 2
+#endif
+#ifndef NW
+#define NW 0
+#endif
+#ifndef KM
+#define KM 2
 #endif
 #define OFF 0
 #define ARMED 1
 #define SIGNALLED 2
 
-byte live = NM;      /* members not finished */
+byte live = NM + NW * KM; /* members not finished */
 byte ringing = 0;    /* last finishers still inside the group */
 bit watched = 0;
 bit lock = 0;
@@ -56,59 +86,98 @@ bit linked = 0;      /* the waiter's record is on the group's list */
 bit released = 0;    /* the finisher is done with the record */
 bit freed = 0;       /* knit_group_destroy freed the group */
 bit record_gone = 0; /* the waiter's stack frame (its record) is gone */
+bit waited = 0;      /* knit_group_wait has returned */
 byte bell = OFF;     /* the waiter's doorbell */
 
 inline group_access() { assert(!freed) }
 
-proctype Member() {
-    bit last = 0;
-    bit w = 0;
-    bit took = 0;
+/* knit__group_live_drop(g, n): takes n finished members off `live` in one
+ * CAS; the last (live bits == n) then rings the waiters. */
+inline drop(n) {
+    last = 0;
+    w = 0;
+    took = 0;
 #ifdef BUG_WATCHED_FIRST
     group_access();
     w = watched;
 #endif
 #ifdef BUG_PLAIN_DROP
-    atomic { group_access(); last = (live == 1); live-- }
+    atomic { group_access(); last = (live == n); live = live - n }
 #else
     atomic {
         group_access();
         if
+#ifdef BUG_LAST_IS_ONE
         :: live == 1 -> last = 1; live = 0; ringing++
-        :: else -> live--
+        :: else -> live = live - n
+#else
+        :: live == n -> last = 1; live = 0; ringing++
+        :: else -> live = live - n
+#endif
         fi
     }
 #endif
     if
-    :: !last -> goto done
-    :: else
-    fi;
+    :: last ->
 #ifndef BUG_WATCHED_FIRST
-    group_access();
-    w = watched;
+        group_access();
+        w = watched;
 #endif
-    if
-    :: w ->
-        atomic { group_access(); lock == 0 -> lock = 1 };
-        took = linked;
-        linked = 0;
-        lock = 0
-    :: else
-    fi;
+        if
+        :: w ->
+            atomic { group_access(); lock == 0 -> lock = 1 };
+            took = linked;
+            linked = 0;
+            lock = 0
+        :: else
+        fi;
 #ifndef BUG_PLAIN_DROP
-    atomic { group_access(); ringing-- };
+        atomic { group_access(); ringing-- };
 #endif
-    /* Only the record from here on. */
-    if
-    :: took ->
-        assert(!record_gone);
-        atomic { if :: bell == ARMED -> bell = SIGNALLED :: else fi };
-        assert(!record_gone);
-        released = 1
+        /* Only the record from here on. */
+        if
+        :: took ->
+            assert(!record_gone);
+            atomic { if :: bell == ARMED -> bell = SIGNALLED :: else fi };
+            assert(!record_gone);
+            released = 1
+        :: else
+        fi
     :: else
+    fi
+}
+
+proctype Member() {
+    bit last, w, took;
+    drop(1)
+}
+
+proctype Worker() {
+    bit last, w, took;
+    byte k = KM;
+    byte n = 0; /* drop_n: finished here, not yet taken off `live` */
+    do
+    :: k > 0 ->
+        k--; n++; /* one more member run and kept back */
+        if
+        :: n > 0 -> drop(n); n = 0 /* the cap, or another group's member */
+        :: true
+        fi
+    :: k == 0 -> break
+    od;
+    if
+    :: true ->
+        /* The loop is about to run a task that is not a member. */
+#ifndef BUG_KEEP_ACROSS_OTHER
+        if :: n > 0 -> drop(n); n = 0 :: else fi;
+#endif
+        waited == 1 /* that task waits for the group's wait to return */
+    :: true
     fi;
-done:
-    skip
+    /* Nothing to run: before it spins or parks. */
+#ifndef BUG_KEEP_WHEN_IDLE
+    if :: n > 0 -> drop(n); n = 0 :: else fi
+#endif
 }
 
 proctype Waiter() {
@@ -143,6 +212,7 @@ again:
     fi;
     goto again;
 idle:
+    waited = 1;
     /* knit_group_destroy: no live member; wait out a last finisher. */
     (live == 0 && ringing == 0);
     freed = 1;
@@ -154,6 +224,11 @@ init {
         byte i = 0;
         do
         :: i < NM -> run Member(); i++
+        :: else -> break
+        od;
+        i = 0;
+        do
+        :: i < NW -> run Worker(); i++
         :: else -> break
         od;
         run Waiter()
