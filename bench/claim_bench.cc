@@ -58,7 +58,7 @@ void BM_TwoConsumers(benchmark::State &state, const char *sched) {
         std::atomic<uint64_t> seen{0};
         std::vector<std::thread> consumers;
         for (unsigned id = 0; id < 2; id++)
-            consumers.emplace_back([c, id, &seen, total] {
+            consumers.emplace_back([=, &seen] {
                 uint64_t mine = 0;
                 while (seen.load(std::memory_order_relaxed) < total) {
                     uint64_t before = mine;

@@ -15,6 +15,7 @@
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "work_util.h"
 
@@ -22,23 +23,40 @@ static wu_opts O;
 
 /* `row`: throughput-1, or throughput-1-caller-runs, the same run beside
  * knit's KNIT_CALLER_RUNS (libgomp runs tasks undeferred on the creating
- * thread once 64 x threads are queued: that is what knit's row copies). */
+ * thread once 64 x threads are queued: that is what knit's row copies).
+ * Each rep also prints how many tasks ran on the creating thread
+ * ("INFO creator-ran <row> <fraction>"), read from that thread's own
+ * counting slot after the parallel region: nothing is added to the task.
+ * In throughput-1 the result is the variant "inline": past the queue's
+ * bound most tasks are function calls on the creating thread, so the row
+ * is shown beside the others but is not a hand-off peer (compare skips
+ * it when it picks the best peer). */
 static void row_tp1(const char *row) {
     unsigned n = WU_TP1_N(O.quick);
+    wu_opts o = O;
+    if (strcmp(row, "throughput-1") == 0) o.variant = "inline";
     for (unsigned rep = 0; rep <= O.reps; rep++) {
         wu_reset();
+        unsigned creator = 0;
         int64_t t0 = wu_now_ns();
-#pragma omp parallel num_threads(O.threads)
+#pragma omp parallel num_threads(O.threads) shared(creator)
 #pragma omp single
-        for (unsigned i = 0; i < n; i++) {
+        {
+            creator = wu_slot_claim();
+            for (unsigned i = 0; i < n; i++) {
 #pragma omp task
-            wu_count();
+                wu_count();
+            }
         }
         int64_t t1 = wu_now_ns();
         wu_check_count(row, n);
-        if (rep > 0)
-            wu_result(&O, row, rep, n / ((double)(t1 - t0) * 1e-9) / 1e6, "Mtasks/s",
+        if (rep > 0) {
+            if (creator != 0)
+                printf("INFO creator-ran %s %.4f\n", row,
+                       (double)wu_slot_total(creator) / (double)n);
+            wu_result(&o, row, rep, n / ((double)(t1 - t0) * 1e-9) / 1e6, "Mtasks/s",
                       "higher");
+        }
     }
 }
 

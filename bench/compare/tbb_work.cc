@@ -226,7 +226,7 @@ void row_pipeline() {
                 }) &
                 tbb::make_filter<PipeSlot *, PipeSlot *>(
                     tbb::filter_mode::parallel,
-                    [nw](PipeSlot *s) {
+                    [=](PipeSlot *s) {
                         // relaxed: the pipeline's hand-off to the sink orders it.
                         s->hash.store(wu_fnv1a64(s->buf, nw), std::memory_order_relaxed);
                         return s;

@@ -273,6 +273,23 @@ static inline void wu_count(void) {
     }
 }
 
+/* This thread's counting slot, assigned now if it has none (so a thread
+ * can be named before it runs any task), or 0 past the slots. Read back
+ * with wu_slot_total. */
+static inline unsigned wu_slot_claim(void) {
+    if (wu_my_slot == 0)
+        /* relaxed: as in wu_count. */
+        wu_my_slot = 1 + atomic_fetch_add_explicit(&wu_next_slot, 1u, memory_order_relaxed);
+    return wu_my_slot <= WU_SLOTS ? wu_my_slot : 0;
+}
+
+/* Tasks the thread of slot s (from wu_slot_claim; 0: none) counted since
+ * the last reset. Call only after the runtime's wait (see wu_count). */
+static inline uint64_t wu_slot_total(unsigned s) {
+    /* relaxed: ordered by the runtime's wait (see wu_count). */
+    return s == 0 ? 0 : atomic_load_explicit(&wu_slots[s - 1].n, memory_order_relaxed);
+}
+
 /* Tasks counted since the last reset. Call only after the runtime's wait
  * for all tasks (see wu_count). */
 static inline uint64_t wu_total(void) {
