@@ -50,7 +50,8 @@
 #define KNIT__DEFAULT_AWAIT_SPIN_NS 50000
 #define KNIT__DEFAULT_ARENA ((size_t)64 << 20)
 #define KNIT__PARKED_WORDS (KNIT_MAX_THREADS / 64)
-/* Futures a thread keeps for itself before it gives half back. */
+/* Futures in a thread's loaded magazine (knit__producer.cache); it keeps
+ * one more full magazine (spare) before it gives one back to the pool. */
 #define KNIT__FUTURE_CACHE 512u
 #define KNIT__FUTURE_SLAB 128u
 /* Tasks nested on one stack by helping (await, join) before a wait stops
@@ -184,8 +185,13 @@ struct knit__producer {
     knit_carpet *_Atomic *mine;
     _Atomic uint32_t nmine;
     unsigned capmine, cur; /* under hold */
-    knit_future *cache;   /* free futures (this thread only) */
-    unsigned ncache;
+    /* Free futures (this thread only), in two magazines as Bonwick's
+     * allocator keeps them: `cache` (allocated from, freed to) and a full
+     * `spare`, so a thread whose allocs and frees alternate at a magazine's
+     * edge (a worker making and recycling group members' records) never
+     * takes the pool lock for either (see knit__future_free). */
+    knit_future *cache, *spare;
+    unsigned ncache, nspare;
     int worker;           /* worker index, or -1 */
     bool orphaned;        /* its thread exited; adoptable (pool lock) */
     struct knit__producer *next; /* pool's list (pool lock) */
@@ -323,6 +329,7 @@ struct knit__pool {
      * takes a chain of up to KNIT__FUTURE_CACHE in O(1), never walking
      * futures that another core touched last. */
     knit_future *magazines;
+    uint64_t magazine_moves; /* magazines given and taken (tests) */
     /* Unsettled promises (runtime/promise.c), doubly linked. */
     knit_future *promises;
 
