@@ -139,7 +139,7 @@ static const char *peer_row(const char *row) {
 /* Results                                                             */
 
 typedef struct series {
-    char row[32], runtime[16], variant[24], unit[16], better[8];
+    char row[32], runtime[16], variant[48], unit[16], better[8];
     double v[MAX_VALUES];
     unsigned n;
     int failed;
@@ -553,10 +553,10 @@ static int job_line(void *ctx, char *line) {
         }
         return 0;
     }
-    char row[32], rt[16], var[24], unit[16], better[8];
+    char row[32], rt[16], var[48], unit[16], better[8];
     unsigned rep;
     double v;
-    if (sscanf(line, "RESULT %31s %15s %23s %u %lf %15s %7s", row, rt, var, &rep, &v, unit,
+    if (sscanf(line, "RESULT %31s %15s %47s %u %lf %15s %7s", row, rt, var, &rep, &v, unit,
                better) != 7) {
         fprintf(stderr, "    (%s/%s) %s\n", j->runtime, j->variant, line);
         return 0;
@@ -565,7 +565,7 @@ static int job_line(void *ctx, char *line) {
      * frames rows); others print "-". A timeline job ("ticket+tl") ran as
      * its discipline: its results get the suffix back ("ticket+tl",
      * "ticket+frames+tl"). */
-    char tlvar[48], base[32];
+    char tlvar[64], base[32];
     if (strcmp(rt, "knit") == 0 && timeline_variant(j->variant, base, sizeof base)) {
         sfmt(tlvar, sizeof tlvar, "%s%s", var, TL_SUFFIX);
         sfmt(var, sizeof var, "%s", tlvar);
@@ -1055,6 +1055,9 @@ static void print_targets(void) {
     for (size_t t = 0; t < sizeof TARGETS / sizeof TARGETS[0]; t++) {
         const target *g = &TARGETS[t];
         for (unsigned v = 0; v < nvariants; v++) {
+            /* A timeline variant is the cost of recording, not a target. */
+            size_t vl = strlen(variants[v]), tl = strlen(TL_SUFFIX);
+            if (vl > tl && strcmp(variants[v] + vl - tl, TL_SUFFIX) == 0) continue;
             series *k = target_series(g, variants[v]);
             if (k == NULL) continue;
             char line[256];
