@@ -516,10 +516,14 @@ static int lines_chunk(void *ctx, const char *buf, size_t n) {
 /* A knit variant "<sched>+tl" is <sched> with the timeline on. Returns
  * whether it is one; *sched is the discipline to pass. */
 #define TL_SUFFIX "+tl"
-static int timeline_variant(const char *variant, char *sched, size_t cap) {
+static int is_timeline(const char *variant) {
     size_t n = strlen(variant), k = strlen(TL_SUFFIX);
-    int tl = n > k && strcmp(variant + n - k, TL_SUFFIX) == 0;
-    sfmt(sched, cap, "%.*s", (int)(tl ? n - k : n), variant);
+    return n > k && strcmp(variant + n - k, TL_SUFFIX) == 0;
+}
+
+static int timeline_variant(const char *variant, char *sched, size_t cap) {
+    int tl = is_timeline(variant);
+    sfmt(sched, cap, "%.*s", (int)(strlen(variant) - (tl ? strlen(TL_SUFFIX) : 0)), variant);
     return tl;
 }
 
@@ -542,12 +546,12 @@ static int job_line(void *ctx, char *line) {
     job *j = ctx;
     if (strncmp(line, "INFO", 4) == 0) {
         if (opt.verbose) printf("    %s\n", line);
-        char srow[32];
+        char srow[32], svar[48];
         double share;
-        if (sscanf(line, "INFO creator-ran %31s %lf", srow, &share) == 2 && share >= 0 &&
-            share <= 1) {
-            series *s = get_series(srow, j->runtime,
-                                   strcmp(srow, "throughput-1") == 0 ? "inline" : "-");
+        /* The workload names the variant its result carries. */
+        if (sscanf(line, "INFO creator-ran %31s %47s %lf", srow, svar, &share) == 3 &&
+            share >= 0 && share <= 1) {
+            series *s = get_series(srow, j->runtime, svar);
             s->share_sum += share;
             s->share_n++;
         }
@@ -1036,13 +1040,11 @@ static series *target_series(const target *g, const char *disc) {
     series *k = find_series(g->row, "knit", disc);
     if (g->of == OF_PLAIN) return k;
     int higher = k != NULL ? strcmp(k->better, "higher") == 0 : 1;
-    size_t n = strlen(disc), tl = strlen(TL_SUFFIX);
+    size_t n = strlen(disc);
     for (unsigned i = 0; i < NS; i++) {
         series *s = &S[i];
-        size_t m = strlen(s->variant);
         if (strcmp(s->row, g->row) || kind_of(s->runtime) != K_KNIT || s->failed || !s->n ||
-            strncmp(s->variant, disc, n) || s->variant[n] != '+' ||
-            (m > tl && strcmp(s->variant + m - tl, TL_SUFFIX) == 0))
+            strncmp(s->variant, disc, n) || s->variant[n] != '+' || is_timeline(s->variant))
             continue;
         if (k == NULL || k->failed || !k->n || (higher ? s->med > k->med : s->med < k->med))
             k = s;
@@ -1056,8 +1058,7 @@ static void print_targets(void) {
         const target *g = &TARGETS[t];
         for (unsigned v = 0; v < nvariants; v++) {
             /* A timeline variant is the cost of recording, not a target. */
-            size_t vl = strlen(variants[v]), tl = strlen(TL_SUFFIX);
-            if (vl > tl && strcmp(variants[v] + vl - tl, TL_SUFFIX) == 0) continue;
+            if (is_timeline(variants[v])) continue;
             series *k = target_series(g, variants[v]);
             if (k == NULL) continue;
             char line[256];

@@ -25,8 +25,9 @@ static wu_opts O;
  * knit's KNIT_CALLER_RUNS (libgomp runs tasks undeferred on the creating
  * thread once 64 x threads are queued: that is what knit's row copies).
  * Each rep also prints how many tasks ran on the creating thread
- * ("INFO creator-ran <row> <fraction>"), read from that thread's own
- * counting slot after the parallel region: nothing is added to the task.
+ * ("INFO creator-ran <row> <variant> <fraction>", the variant its result
+ * carries), read from that thread's own counting slot after the parallel
+ * region: nothing is added to the task.
  * In throughput-1 the result is the variant "inline": past the queue's
  * bound most tasks are function calls on the creating thread, so the row
  * is shown beside the others but is not a hand-off peer (compare skips
@@ -52,7 +53,7 @@ static void row_tp1(const char *row) {
         wu_check_count(row, n);
         if (rep > 0) {
             if (creator != 0)
-                printf("INFO creator-ran %s %.4f\n", row,
+                printf("INFO creator-ran %s %s %.4f\n", row, o.variant,
                        (double)wu_slot_total(creator) / (double)n);
             wu_result(&o, row, rep, n / ((double)(t1 - t0) * 1e-9) / 1e6, "Mtasks/s",
                       "higher");
