@@ -543,6 +543,7 @@ static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
     /* Blocked submitters are woken when pending is down by an eighth
      * (at least one) from the bound: see knit__space_notify. */
     p->space_low = p->max_pending - (p->max_pending / 8 ? p->max_pending / 8 : 1);
+    p->credit_k = p->max_pending >= KNIT__CREDIT_MIN_BOUND ? KNIT__CREDITS_MAX : 1;
     if (p->max_pending > KNIT__MAX_PENDING_LIMIT)
         return knit__fail(KNIT_EINVAL, "max_pending=%zu is over the limit of %u",
                           o->max_pending, KNIT__MAX_PENDING_LIMIT);
@@ -843,7 +844,11 @@ int knit_pool_destroy(knit_pool *h, int how) {
     /* Wait for every submitted task to settle (run or cancelled). Wake
      * everyone each round: in CANCEL mode parked workers must come and
      * cancel what is left. */
-    while (!knit__pool_quiescent(p)) {
+    /* Each round first takes back the credits of threads outside the
+     * pool (runtime/entry.c): a thread that never calls again would keep
+     * them, and the units they are in, for ever. A thread inside gives
+     * its credits back when it leaves (the state is not LIVE). */
+    while (knit__entries_revoke(h), !knit__pool_quiescent(p)) {
         for (unsigned i = 0; i < p->threads; i++)
             if (knit__pool_any_pending(p)) knit__pool_wake_one(p);
         struct timespec ts = {0, 200000};
@@ -913,7 +918,8 @@ int knit_pool_stats(knit_pool *h, knit_pool_stats_t *out) {
     out->carpets_moved = p->carpets_moved;
     pthread_mutex_unlock(&h->lock);
     out->tasks_run = out->total.tasks_run + out->helped;
-    int64_t pending = KNIT__PENDING(KNIT__LD(p->counts));
+    /* Credits are counted as pending but are not tasks. */
+    int64_t pending = KNIT__PENDING(KNIT__LD(p->counts)) - (int64_t)knit__entries_credits(h);
     out->pending = pending > 0 ? (uint64_t)pending : 0;
     out->completed = out->tasks_run + out->cancelled;
     out->pending_high = KNIT__LD(p->pending_high);

@@ -46,6 +46,11 @@
 #define KNIT__HELPERS 2u
 #define KNIT__MAX_PENDING_LIMIT (1u << 20)
 #define KNIT__DEFAULT_MAX_PENDING 65536u
+/* Submit credits (runtime/entry.c): at most KNIT__CREDITS_MAX per entry
+ * slot (the slot word's 5 low bits), and only with max_pending >=
+ * KNIT__CREDIT_MIN_BOUND. */
+#define KNIT__CREDITS_MAX 32u
+#define KNIT__CREDIT_MIN_BOUND 2048u
 #define KNIT__DEFAULT_SPIN 64u
 #define KNIT__DEFAULT_AWAIT_SPIN_NS 50000
 #define KNIT__DEFAULT_ARENA ((size_t)64 << 20)
@@ -268,6 +273,10 @@ struct knit__pool {
     knit_sched_params params; /* consumers = threads + helpers */
     unsigned threads, helpers;
     size_t max_pending;
+    /* Units a submit takes from counts at a time when it has no credit
+     * left (runtime/entry.c): 32 with max_pending >= 2048, else 1 (small
+     * bounds stay exact). */
+    unsigned credit_k;
     int backpressure;
     unsigned spin;
     unsigned max_spinners; /* idle workers that spin rather than park */
@@ -424,9 +433,29 @@ void knit__entries_unlink(void);
 /* Whether the calling thread is inside h through one of its slots (a
  * call into h is under way on its stack). */
 bool knit__entries_inside(const knit_pool *h);
-/* Tests: slots of this thread that hold a pool; records on the registry
- * (threads that entered a pool and have not exited). */
+/* Credits (runtime/entry.c, used by runtime/submit.c's
+ * knit__pending_acquire): units of h's counts this thread took and has not
+ * used, kept in its slot of h while it is inside h.
+ * knit__credit_use: uses one (true), or there is none (false).
+ * knit__credit_units: how many units to take now, at most k (1: no slot,
+ * or the last refill saw no room for more).
+ * knit__credit_keep: keeps n more (the thread has none) and whether the
+ * next refill may take k.
+ * knit__credits_return: gives this thread's credits of h back.
+ * knit__entries_revoke: takes back (and returns to counts) the credits of
+ * every slot of h whose thread is not inside h; returns how many.
+ * knit__entries_credits: credits of h held in all slots (statistics). */
+bool knit__credit_use(const knit_pool *h);
+unsigned knit__credit_units(const knit_pool *h, unsigned k);
+void knit__credit_keep(const knit_pool *h, unsigned n, bool room);
+void knit__credits_return(knit_pool *h);
+unsigned knit__entries_revoke(const knit_pool *h);
+uint64_t knit__entries_credits(const knit_pool *h);
+/* Tests: slots of this thread inside a pool; slots of this thread that
+ * keep credits while it is outside; records on the registry (threads that
+ * entered a pool and have not exited). */
 unsigned knit__entries_held(void);
+unsigned knit__entries_sticky(void);
 unsigned knit__entries_registered(void);
 
 /* ---- runtime/pool.c ---- */

@@ -424,19 +424,55 @@ static unsigned knit__caller_id(struct knit__pool *p, bool *helper) {
 /* Counts one more pending and live task, waiting or failing at the bound.
  * Undo with knit__pending_undo. With `run` (KNIT_CALLER_RUNS submits
  * only): at the bound, KNIT__RUN_HERE with *run a consumer id for the
- * caller to run the task under, counted as live only. */
+ * caller to run the task under, counted as live only.
+ *
+ * Credits (runtime/entry.c): a thread inside h through an entry slot
+ * takes units from counts K at a time (p->credit_k) and keeps those it has
+ * not used in its slot, so most submits pay no RMW here. The caller has
+ * checked the state (acquire) after it entered, and a credit is a unit
+ * counts already holds, so destroy waits for it: no Dekker pair is needed
+ * to use one. Credits are taken only while pending stays at or below half
+ * the bound (all of them together never pass max_pending / 2, so a
+ * submitter at the bound always waits for real tasks, which workers
+ * drain); above that, submits count one unit each, as without credits. */
 static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
                                  struct knit__producer *rec, bool bypass,
                                  unsigned *run, bool *helper) {
+    if (!bypass && knit__credit_use(h)) return 0;
+    bool reclaimed = false;
     for (;;) {
+        unsigned k = bypass ? 1 : knit__credit_units(h, p->credit_k);
         /* seq-cst RMW, then the seq-cst load of state below: pairs with
          * destroy's seq-cst store of state followed by its seq-cst load of
-         * counts (knit__pool_quiescent). Either destroy sees this task as
-         * live and waits for it, or we see the pool stopping and undo. */
-        uint64_t c = atomic_fetch_add_explicit(&p->counts, 1 + KNIT__LIVE_ONE,
+         * counts (knit__pool_quiescent). Either destroy sees these units
+         * as live and waits for them, or we see the pool stopping and
+         * undo. */
+        uint64_t c = atomic_fetch_add_explicit(&p->counts, k * (1 + KNIT__LIVE_ONE),
                                                memory_order_seq_cst);
         int64_t n = KNIT__PENDING(c);
+        int64_t half = (int64_t)(p->max_pending / 2);
+        unsigned keep = 0;
+        if (k > 1) {
+            if (n + (int64_t)k <= half) {
+                keep = k - 1;
+            } else {
+                /* Over half the bound: one unit, exact (relaxed, as an
+                 * undo). */
+                atomic_fetch_sub_explicit(&p->counts, (k - 1) * (1 + KNIT__LIVE_ONE),
+                                          memory_order_relaxed);
+            }
+        }
         bool here = false;
+        if (!bypass && n >= (int64_t)p->max_pending && p->credit_k > 1 && !reclaimed) {
+            /* At the bound: take back the credits of threads that are not
+             * inside a call (they may never call again), then look
+             * again. */
+            reclaimed = true;
+            if (knit__entries_revoke(h) > 0) {
+                knit__pending_undo(p);
+                continue;
+            }
+        }
         if (!bypass && n >= (int64_t)p->max_pending && run != NULL &&
             p->backpressure == KNIT_CALLER_RUNS) {
             *run = knit__caller_id(p, helper);
@@ -448,10 +484,15 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
                 bool own = tls->worker != NULL && tls->worker->pool == p;
                 uint32_t st = atomic_load_explicit(&h->state, memory_order_seq_cst);
                 if (st != KNIT__POOL_LIVE && !own) {
-                    knit__pending_undo(p);
+                    /* relaxed, as an undo */
+                    atomic_fetch_sub_explicit(&p->counts,
+                                              (keep + 1) * (1 + KNIT__LIVE_ONE),
+                                              memory_order_relaxed);
                     if (here && *helper) knit__pool_helper_release(p, *run);
                     return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
                 }
+                if (k > 1 || p->credit_k > 1)
+                    knit__credit_keep(h, keep, n + (int64_t)p->credit_k <= half);
             }
             if (here) {
                 /* Runs here: it never waits for a claim (relaxed, as the
@@ -459,11 +500,11 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
                 atomic_fetch_sub_explicit(&p->counts, 1, memory_order_relaxed);
                 return KNIT__RUN_HERE;
             }
-            knit__pending_high(p, n + 1);
+            knit__pending_high(p, n + 1 + keep);
             return 0;
         }
-        atomic_fetch_sub_explicit(&p->counts, 1 + KNIT__LIVE_ONE,
-                                  memory_order_relaxed);
+        knit__pending_undo(p);
+        if (p->credit_k > 1) knit__credit_keep(h, 0, false);
         if (p->backpressure == KNIT_FAIL)
             return knit__fail(KNIT_EAGAIN,
                               "max_pending=%zu tasks are submitted and not "
@@ -475,6 +516,7 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
         if (st != KNIT__POOL_LIVE && !own)
             return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
         knit__space_wait(p, rec, false);
+        reclaimed = false;
     }
 }
 

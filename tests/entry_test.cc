@@ -1,7 +1,9 @@
 // Entering a pool (runtime/entry.c): destroy waits for every call inside,
 // through a thread's entry slots, nested calls (depth) and the overflow
 // count past the slots; an enter the state refuses leaves no slot held;
-// a thread's record leaves the registry when the thread exits.
+// a thread's record leaves the registry when the thread exits; submit
+// credits kept in a slot (K at a time with max_pending >= 2048) come back
+// at thread exit, at eviction, at destroy and at the bound.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,7 +18,9 @@ extern "C" {
 int knit__pool_enter(knit_pool *h, bool any);
 void knit__pool_exit(knit_pool *h);
 unsigned knit__entries_held(void);
+unsigned knit__entries_sticky(void);
 unsigned knit__entries_registered(void);
+uint64_t knit__entries_credits(const knit_pool *h);
 }
 
 namespace {
@@ -169,6 +173,229 @@ TEST(Entry, RacesWithDestroy) {
         for (auto &t : ts) t.join();
         EXPECT_GT(in.load() + refused.load(), 0u);
     }
+}
+
+// ---- submit credits ----
+
+void *nop(knit_task *, void *a) { return a; }
+
+knit_pool *make_bounded(size_t max_pending, int backpressure, unsigned threads = 1) {
+    knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
+    po.threads = threads;
+    po.max_pending = max_pending;
+    po.backpressure = backpressure;
+    knit_pool *p = nullptr;
+    EXPECT_EQ(0, knit_pool_create(&po, &p)) << knit_last_error();
+    return p;
+}
+
+uint64_t stats_pending(knit_pool *p) {
+    knit_pool_stats_t st{};
+    st.size = sizeof st;
+    EXPECT_EQ(0, knit_pool_stats(p, &st)) << knit_last_error();
+    return st.pending;
+}
+
+// Holds the pool's only worker in a task until release().
+struct Gate {
+    std::atomic<bool> open{false}, in{false};
+    knit_future *f = nullptr;
+    static void *body(knit_task *, void *a) {
+        auto *g = static_cast<Gate *>(a);
+        g->in = true;
+        while (!g->open.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        return nullptr;
+    }
+    explicit Gate(knit_pool *p) {
+        EXPECT_EQ(0, knit_submit(p, body, this, &f)) << knit_last_error();
+        while (!in.load()) std::this_thread::yield();
+    }
+    void release() {
+        open = true;
+        EXPECT_EQ(0, knit_await(f, -1, nullptr));
+        knit_future_release(f);
+    }
+};
+
+// One submit under a large bound keeps the rest of its refill in the slot
+// (sticky after the call), and the statistics leave it out; under a small
+// bound nothing is kept.
+TEST(Credits, KeptInTheSlotOnlyUnderALargeBound) {
+    for (size_t bound : {size_t(64), size_t(2047), size_t(2048), size_t(65536)}) {
+        knit_pool *p = make_bounded(bound, KNIT_BLOCK);
+        ASSERT_NE(nullptr, p);
+        knit_future *f = nullptr;
+        ASSERT_EQ(0, knit_submit(p, nop, nullptr, &f)) << knit_last_error();
+        ASSERT_EQ(0, knit_await(f, -1, nullptr));
+        knit_future_release(f);
+        bool credits = bound >= 2048;
+        EXPECT_EQ(credits ? 1u : 0u, knit__entries_sticky()) << "bound " << bound;
+        EXPECT_EQ(credits ? 31u : 0u, knit__entries_credits(p)) << "bound " << bound;
+        EXPECT_EQ(0u, stats_pending(p)) << "bound " << bound;
+        EXPECT_EQ(0u, knit__entries_held());
+        // destroy on the thread that keeps them: its own revoke takes them.
+        ASSERT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN)) << knit_last_error();
+        EXPECT_EQ(0u, knit__entries_sticky());
+    }
+}
+
+// A thread that exits gives its credits back: the units leave counts, so
+// the pending count is 0 again and destroy does not wait for them.
+TEST(Credits, ThreadExitGivesThemBack) {
+    knit_pool *p = make_bounded(0, KNIT_BLOCK); // the default bound, 65536
+    for (int i = 0; i < 8; i++) {
+        std::thread t([p] {
+            for (int k = 0; k < 5; k++) {
+                knit_future *f = nullptr;
+                ASSERT_EQ(0, knit_submit(p, nop, nullptr, &f)) << knit_last_error();
+                ASSERT_EQ(0, knit_await(f, -1, nullptr));
+                knit_future_release(f);
+            }
+            EXPECT_EQ(1u, knit__entries_sticky());
+            EXPECT_EQ(27u, knit__entries_credits(p));
+        });
+        t.join();
+        EXPECT_EQ(0u, knit__entries_credits(p));
+        EXPECT_EQ(0u, stats_pending(p));
+    }
+    Destroyer d(p);
+    EXPECT_TRUE(d.wait_done());
+    d.t.join();
+    EXPECT_EQ(0, d.rc.load());
+}
+
+// Threads that took credits and never call again (they stay alive,
+// blocked): destroy takes the credits back and returns.
+TEST(Credits, DestroyRevokesThreadsThatNeverCallAgain) {
+    knit_pool *p = make_bounded(0, KNIT_BLOCK, 2);
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 6; i++)
+        ts.emplace_back([&] {
+            knit_future *f = nullptr;
+            ASSERT_EQ(0, knit_submit(p, nop, nullptr, &f)) << knit_last_error();
+            knit_future_release(f);
+            EXPECT_EQ(1u, knit__entries_sticky());
+            ready++;
+            while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            // After destroy: the slot was emptied, the pool refuses.
+            EXPECT_EQ(0u, knit__entries_sticky());
+            EXPECT_EQ(KNIT_ESHUTDOWN, knit_submit(p, nop, nullptr, &f));
+        });
+    while (ready.load() < 6) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(6u * 31u, knit__entries_credits(p));
+    Destroyer d(p);
+    EXPECT_TRUE(d.wait_done()) << "destroy waited for credits of idle threads";
+    go = true;
+    for (auto &t : ts) t.join();
+    d.t.join();
+    EXPECT_EQ(0, d.rc.load());
+}
+
+// A thread that keeps credits in all four slots and enters a fifth pool
+// empties one of them (its credits go back to that pool).
+TEST(Credits, AFifthPoolEvictsASlot) {
+    knit_pool *p[5];
+    for (auto &x : p) x = make_bounded(0, KNIT_BLOCK);
+    for (auto *x : p) {
+        knit_future *f = nullptr;
+        ASSERT_EQ(0, knit_submit(x, nop, nullptr, &f)) << knit_last_error();
+        ASSERT_EQ(0, knit_await(f, -1, nullptr));
+        knit_future_release(f);
+    }
+    EXPECT_EQ(4u, knit__entries_sticky());
+    uint64_t kept = 0;
+    for (auto *x : p) {
+        uint64_t c = knit__entries_credits(x);
+        EXPECT_TRUE(c == 0 || c == 31u) << c;
+        kept += c;
+        EXPECT_EQ(0u, stats_pending(x)); // stats enters: may evict again
+    }
+    EXPECT_LE(kept, 4u * 31u);
+    for (auto *x : p) EXPECT_LE(knit__entries_credits(x), 31u);
+    for (auto *x : p) ASSERT_EQ(0, knit_pool_destroy(x, KNIT_DRAIN)) << knit_last_error();
+    EXPECT_EQ(0u, knit__entries_sticky());
+}
+
+// The bound with credits: N producers, the worker held back, KNIT_FAIL.
+// Each submits until it is refused. A refused producer holds no credit,
+// and each other producer holds at most 31, so every refusal comes at no
+// fewer than max_pending - 31 x (N - 1) real pending tasks, and never
+// above max_pending. After the gate opens, everything runs.
+TEST(Credits, TheBoundWithManyProducers) {
+    const size_t bound = 4096;
+    const unsigned n = 4;
+    for (int round = 0; round < 5; round++) {
+        knit_pool *p = make_bounded(bound, KNIT_FAIL);
+        Gate gate(p);
+        std::atomic<uint64_t> accepted{0};
+        std::atomic<unsigned> done{0};
+        std::atomic<bool> finish{false};
+        std::vector<std::thread> ts;
+        for (unsigned i = 0; i < n; i++)
+            ts.emplace_back([&] {
+                for (;;) {
+                    int rc = knit_submit(p, nop, nullptr, nullptr);
+                    if (rc == 0) {
+                        accepted++;
+                        continue;
+                    }
+                    EXPECT_EQ(KNIT_EAGAIN, rc) << knit_last_error();
+                    // Refused: never above the bound, never far below it.
+                    uint64_t a = accepted.load();
+                    EXPECT_LE(a, bound);
+                    EXPECT_GE(a + 31u * (n - 1), bound) << "refused early";
+                    break;
+                }
+                done++;
+                while (!finish.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            });
+        while (done.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        EXPECT_EQ(accepted.load(), stats_pending(p));
+        gate.release();
+        finish = true;
+        for (auto &t : ts) t.join();
+        ASSERT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN)) << knit_last_error();
+    }
+}
+
+// Under KNIT_BLOCK, threads that took credits and went idle must not keep
+// a submitter waiting at the bound: it takes their credits back.
+TEST(Credits, AnIdleThreadsCreditsDoNotBlockTheBound) {
+    const size_t bound = 2048;
+    knit_pool *p = make_bounded(bound, KNIT_BLOCK);
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> idle;
+    for (int i = 0; i < 8; i++)
+        idle.emplace_back([&] {
+            knit_future *f = nullptr;
+            ASSERT_EQ(0, knit_submit(p, nop, nullptr, &f)) << knit_last_error();
+            ASSERT_EQ(0, knit_await(f, -1, nullptr));
+            knit_future_release(f);
+            ready++;
+            while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        });
+    while (ready.load() < 8) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(8u * 31u, knit__entries_credits(p));
+    {
+        Gate gate(p);
+        // Fill to the bound with the worker held: the last submits wait
+        // until the gate opens, then go on.
+        std::thread filler([&] {
+            for (size_t i = 0; i < bound + 100; i++)
+                ASSERT_EQ(0, knit_submit(p, nop, nullptr, nullptr)) << knit_last_error();
+        });
+        for (int i = 0; i < 100 && stats_pending(p) + 1 < bound - 31; i++)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        EXPECT_EQ(0u, knit__entries_credits(p)) << "the bound took the idle credits";
+        gate.release();
+        filler.join();
+    }
+    go = true;
+    for (auto &t : idle) t.join();
+    ASSERT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN)) << knit_last_error();
 }
 
 } // namespace

@@ -90,7 +90,14 @@ typedef struct knit_pool_options {
     unsigned threads;      /* workers; 0: one per usable CPU (<= 64) */
     const char *sched;     /* discipline; NULL: $KNIT_SCHED, else "ticket" */
     unsigned region_lanes; /* 0: default (8; dekker: as many as fit) */
-    size_t max_pending;    /* tasks submitted and not yet started; 0: 65536 */
+    size_t max_pending;    /* tasks submitted and not yet started; 0: 65536.
+                              From 2048 up, a thread takes room under the
+                              bound 32 tasks at a time and keeps what it has
+                              not used while it is inside a call into the
+                              pool: a submit may then be held at the bound
+                              with up to 31 fewer tasks pending per other
+                              thread inside such a call. Below 2048 the
+                              bound is exact. */
     int backpressure;      /* KNIT_BLOCK (default), KNIT_FAIL, KNIT_CALLER_RUNS */
     unsigned spin;         /* idle polls before a worker parks; 0: default */
     int64_t await_spin_ns; /* how long an outside await spins/helps before it
@@ -512,7 +519,9 @@ typedef struct knit_pool_stats_t {
                                  its own deque and ran (in tasks_run) */
     uint64_t failed;          /* tasks that called knit_task_fail */
     uint64_t pending;         /* submitted, not yet started (now) */
-    uint64_t pending_high;    /* high-water mark of pending */
+    uint64_t pending_high;    /* high-water mark of pending (with
+                                 max_pending >= 2048 it includes the room
+                                 threads took and had not used yet) */
     uint64_t carpets;         /* carpets created */
     uint64_t carpets_spare;   /* of those, owned by no thread now */
     uint64_t carpets_moved;   /* taken from an idle thread that held them */
