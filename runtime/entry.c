@@ -64,14 +64,15 @@
  *
  * Credits are handed out only while pending (credits included) stays at
  * or below max_pending / 2: all credits together never pass half the
- * bound, so a submitter that waits at the bound waits for real tasks,
- * which the workers drain, whoever holds credits. What users see: a
+ * bound, which is left to real tasks whoever holds credits (and credits
+ * alone can never fill the bound, so a submitter waiting there always
+ * waits for a real task, which a worker claims). What users see: a
  * submit may wait (or fail under KNIT_FAIL) with up to 31 fewer tasks
  * pending per other thread that is inside a call into the pool (idle
  * threads' credits are taken back at the bound); below 2048 nothing
  * changes. stats.pending leaves unused credits out (knit__entries_credits);
  * stats.pending_high counts them (it is the highest pending seen by a
- * refill). Modelled in tests/model/pool_enter.pml (-DCREDITS).
+ * refill). Modelled in tests/model/submit_credits.pml.
  */
 #include <assert.h>
 #include <pthread.h>

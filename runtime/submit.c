@@ -431,10 +431,13 @@ static unsigned knit__caller_id(struct knit__pool *p, bool *helper) {
  * not used in its slot, so most submits pay no RMW here. The caller has
  * checked the state (acquire) after it entered, and a credit is a unit
  * counts already holds, so destroy waits for it: no Dekker pair is needed
- * to use one. Credits are taken only while pending stays at or below half
- * the bound (all of them together never pass max_pending / 2, so a
- * submitter at the bound always waits for real tasks, which workers
- * drain); above that, submits count one unit each, as without credits. */
+ * to use one. Credits are taken only while pending (credits included)
+ * stays at or below half the bound, so all of them together never pass
+ * max_pending / 2 and at least half of the bound is left to real tasks;
+ * above that, submits count one unit each, as without credits. (Any room
+ * check at or below the bound would keep it live: credits alone never
+ * fill it, so a submitter waiting there waits for a real task, which a
+ * worker claims; tests/model/submit_credits.pml checks both.) */
 static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
                                  struct knit__producer *rec, bool bypass,
                                  unsigned *run, bool *helper) {

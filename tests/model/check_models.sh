@@ -135,6 +135,17 @@ pool_enter 3 ok                 pass safety
 pool_enter 2 overflow           pass safety -DSLOTS=0
 pool_enter 2 BUG_STATE_FIRST    fail safety -DBUG_STATE_FIRST
 pool_enter 2 BUG_FLAT_DEPTH     fail safety -DBUG_FLAT_DEPTH
+submit_credits 2 ok              pass safety -DR=2 -DS=1
+submit_credits 2 r1,s2           pass safety -DR=1 -DS=2
+submit_credits 3 ok              pass safety -DR=1 -DS=1
+submit_credits 2 late            pass safety -DR=2 -DS=1 -DLATE_DESTROY
+submit_credits 3 idle,late       pass safety -DR=1 -DS=1 -DLATE_DESTROY
+submit_credits 3 no-half,no-reclaim pass safety -DR=1 -DS=1 -DLATE_DESTROY -DNO_HALF -DNO_RECLAIM
+submit_credits 2 no-reclaim      pass safety -DR=2 -DS=1 -DNO_RECLAIM
+submit_credits 2 BUG_REVOKE_INSIDE fail safety -DR=2 -DS=1 -DBUG_REVOKE_INSIDE
+submit_credits 2 BUG_EXIT_DROPS  fail safety -DR=2 -DS=1 -DBUG_EXIT_DROPS
+submit_credits 2 BUG_NO_STATE_CHECK fail safety -DR=2 -DS=1 -DBUG_NO_STATE_CHECK
+submit_credits 2 BUG_NO_ROOM     fail safety -DR=2 -DS=1 -DMAX=2 -DBUG_NO_ROOM
 LIST
 )
 

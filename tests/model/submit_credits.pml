@@ -1,0 +1,306 @@
+/* submit_credits.pml: submit credits in the entry slot against destroy,
+ * the bound and the workers.
+ *
+ * Mirrors
+ *   proctype Caller    runtime/entry.c:knit__pool_enter (a sticky slot is
+ *                      entered with a CAS that sets INSIDE; a free slot
+ *                      with the store + state load of pool_enter.pml),
+ *                      knit__pool_exit (sticky while credits remain and the
+ *                      pool is LIVE, else the credits go back),
+ *                      knit__entries_unlink (thread exit: the credits go
+ *                      back), and runtime/submit.c:knit__pending_acquire:
+ *                      the state check (acquire) after entering, a credit
+ *                      used with a plain store of the slot word (read
+ *                      first, written back later: the owner's word while
+ *                      INSIDE), else a refill of K units (one RMW on
+ *                      counts), the state re-check, K - 1 kept only if
+ *                      pending + K <= MAX / 2 (the half rule), else K - 1
+ *                      given back and the exact path; at the bound a
+ *                      reclaim of the other callers' sticky slots, then a
+ *                      wait for room (or for the pool to stop).
+ *   proctype Worker    a claim (pending - 1), the task run (the pool must
+ *                      not be freed), its settle (live - 1).
+ *   proctype Destroyer runtime/pool.c:knit_pool_destroy: DRAINING, then
+ *                      rounds of knit__entries_revoke (every sticky slot,
+ *                      INSIDE clear, emptied by a CAS and its credits
+ *                      subtracted) and knit__pool_quiescent (live == 0);
+ *                      DEAD; knit__entries_wait_out (no slot holds the
+ *                      pool); free.
+ * Slot words and counts are single Promela variables updated in one step
+ * where the C code uses one atomic word (pend and live are the two halves
+ * of knit__pool.counts). Every C access in the protocol is seq-cst, an
+ * RMW, or an owner's store of a word nobody else may write meanwhile, so
+ * interleavings are exact.
+ *
+ * NCONS callers, each R rounds of (enter, S submits, exit), then it exits the
+ * thread or stays idle for ever with whatever its slot keeps. MAX is
+ * max_pending, K the units of a refill.
+ *
+ * Verified (safety):
+ *   - no task runs and no caller is inside after the pool is freed;
+ *   - no submit that began after DRAINING is accepted;
+ *   - no more than MAX tasks are ever published and unclaimed;
+ *   - pend and live never go below 0 (an assertion on every subtraction);
+ *   - no invalid end state: destroy never waits for ever, and (with
+ *     -DLATE_DESTROY, destroy only after every caller is done) no
+ *     submitter waits at the bound for ever.
+ *
+ * Seeded bugs:
+ *   -DBUG_REVOKE_INSIDE   the revoke empties a slot that is INSIDE: the
+ *                         owner's later store of its word brings back
+ *                         credits already subtracted.
+ *   -DBUG_EXIT_DROPS      the exit clears the slot without giving its
+ *                         credits back: destroy waits for ever.
+ *   -DBUG_NO_STATE_CHECK  a credit is used without the state check: a
+ *                         submit after DRAINING is accepted.
+ *   -DBUG_NO_ROOM         a refill keeps K - 1 credits without the room
+ *                         check: tasks are accepted above the bound.
+ * Variants that pass: -DNO_HALF (credits up to the full bound) and
+ * -DNO_RECLAIM, also both together with idle holders and LATE_DESTROY.
+ * The bound stays live without either: a refill keeps credits only if
+ * pending + K <= ROOM <= MAX, so credits alone never fill the bound, and a
+ * submitter that waits there waits for a real task, which a worker
+ * claims. The half rule and the reclaim are for exactness: with them at
+ * least half the bound is left to real tasks, and idle threads' credits do
+ * not count against it.
+ */
+#ifndef NCONS
+#define NCONS 2
+#endif
+#ifndef MAX
+#define MAX 4
+#endif
+#ifndef K
+#define K 2
+#endif
+#ifndef R
+#define R 2
+#endif
+#ifndef S
+#define S 2
+#endif
+#ifdef NO_HALF
+#define ROOM MAX
+#else
+#define ROOM (MAX / 2)
+#endif
+
+#define LIVE 0
+#define DRAINING 1
+#define DEAD 2
+
+byte state = LIVE;
+bit freed = 0;
+byte pend = 0;  /* counts, low half: pending (tasks + credits) */
+byte live = 0;  /* counts, high half: live (tasks + credits) */
+byte queue = 0; /* published, not claimed */
+byte ncalled = 0; /* callers that finished */
+/* slot word per caller: held (the handle), INSIDE, credits */
+bit sh[NCONS];
+bit si[NCONS];
+byte sc[NCONS];
+
+inline sub(n) {
+    assert(pend >= (n) && live >= (n));
+    pend = pend - (n);
+    live = live - (n)
+}
+
+/* A revoke of slot j (destroy, a reclaim, thread exit): one CAS. */
+inline revoke(j) {
+    atomic {
+#ifdef BUG_REVOKE_INSIDE
+        if
+        :: sh[j] && sc[j] > 0 ->
+#else
+        if
+        :: sh[j] && !si[j] && sc[j] > 0 ->
+#endif
+            sub(sc[j]);
+            sc[j] = 0; si[j] = 0; sh[j] = 0
+        :: else
+        fi
+    }
+}
+
+inline revoke_all() {
+    j = 0;
+    do
+    :: j < NCONS -> revoke(j); j++
+    :: else -> break
+    od
+}
+
+proctype Worker() {
+end:
+    do
+    :: atomic { queue > 0 -> queue--; assert(pend > 0); pend-- };
+       assert(!freed);
+       atomic { assert(live > 0); live-- }
+    od
+}
+
+proctype Caller(byte me) {
+    byte r = 0, s, n, lc, j;
+    bit ok, after;
+    do
+    :: r < R ->
+        /* enter */
+        ok = 0;
+        atomic {
+            if
+            :: sh[me] && !si[me] -> si[me] = 1; ok = 1 /* sticky: CAS won */
+            :: else
+            fi
+        }
+        if
+        :: !ok -> atomic { sh[me] = 1; si[me] = 1; sc[me] = 0 } /* free slot: store */
+        :: else
+        fi;
+        /* the state load (seq-cst) */
+        if
+        :: state == DEAD ->
+            if
+            :: sc[me] > 0 -> atomic { sub(sc[me]); sc[me] = 0 }
+            :: else
+            fi;
+            atomic { sh[me] = 0; si[me] = 0 };
+            goto leave
+        :: else
+        fi;
+        assert(!freed);
+        s = 0;
+        do
+        :: s < S ->
+            after = (state != LIVE); /* the submit begins */
+            lc = sc[me];             /* the owner reads its word */
+#ifndef BUG_NO_STATE_CHECK
+            if
+            :: state != LIVE -> goto refused
+            :: else
+            fi;
+#endif
+            if
+            :: lc > 0 ->
+#ifdef BUG_NO_STATE_CHECK
+                skip;
+#endif
+                /* plain store of the owner's word */
+                atomic { sh[me] = 1; si[me] = 1; sc[me] = lc - 1 };
+                goto publish
+            :: else
+            fi;
+#ifdef BUG_NO_STATE_CHECK
+            if
+            :: state != LIVE -> goto refused
+            :: else
+            fi;
+#endif
+refill:
+            atomic { n = pend; pend = pend + K; live = live + K };
+            if
+            :: state != LIVE -> atomic { sub(K) }; goto refused
+            :: else
+            fi;
+            if
+#ifdef BUG_NO_ROOM
+            :: true ->
+#else
+            :: n + K <= ROOM ->
+#endif
+                atomic { sh[me] = 1; si[me] = 1; sc[me] = K - 1 };
+                goto publish
+            :: else
+            fi;
+            atomic { sub(K - 1) };
+            if
+            :: n < MAX -> goto publish
+            :: else
+            fi;
+            atomic { sub(1) };
+#ifndef NO_RECLAIM
+            revoke_all();
+#endif
+            /* wait for room; destroy's wake ends the wait too */
+            (pend < MAX || state != LIVE);
+            goto refill;
+publish:
+            assert(!after);
+            assert(!freed);
+            queue++;
+            assert(queue <= MAX);
+refused:
+            s++
+        :: else -> break
+        od;
+        /* exit: sticky while credits remain and the pool is LIVE */
+        if
+        :: sc[me] > 0 && state == LIVE -> si[me] = 0
+        :: else ->
+#ifndef BUG_EXIT_DROPS
+            if
+            :: sc[me] > 0 -> atomic { sub(sc[me]); sc[me] = 0 }
+            :: else
+            fi;
+#endif
+            atomic { sh[me] = 0; si[me] = 0; sc[me] = 0 }
+        fi;
+leave:
+        r++
+    :: else -> break
+    od;
+    atomic { ncalled++ };
+    /* thread exit (its slots' credits go back), or idle for ever */
+    if
+    :: revoke(me)
+    :: skip
+    fi
+}
+
+proctype Destroyer() {
+    byte j;
+#ifdef LATE_DESTROY
+    ncalled == NCONS;
+#endif
+    state = DRAINING;
+    do
+    :: revoke_all();
+       if
+       :: live == 0 -> break
+       :: else ->
+           /* the next round: after a settle or a slot that can be revoked */
+           j = 0;
+           (live == 0 || (sh[0] && !si[0] && sc[0] > 0)
+#if NCONS > 1
+            || (sh[1] && !si[1] && sc[1] > 0)
+#endif
+#if NCONS > 2
+            || (sh[2] && !si[2] && sc[2] > 0)
+#endif
+           )
+       fi
+    od;
+    state = DEAD;
+    /* wait until no slot holds the pool */
+    (!sh[0]
+#if NCONS > 1
+     && !sh[1]
+#endif
+#if NCONS > 2
+     && !sh[2]
+#endif
+    );
+    freed = 1
+}
+
+init {
+    atomic {
+        byte k = 0;
+        do
+        :: k < NCONS -> run Caller(k); k++
+        :: else -> break
+        od;
+        run Worker();
+        run Destroyer()
+    }
+}
