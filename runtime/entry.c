@@ -369,16 +369,6 @@ void knit__credit_keep(const knit_pool *h, unsigned n, bool room) {
     }
 }
 
-void knit__credits_return(knit_pool *h) {
-    _Atomic uintptr_t *s = knit__slot_inside(h);
-    if (s == NULL) return;
-    uintptr_t v = atomic_load_explicit(s, memory_order_relaxed);
-    if (knit__slot_credits(v) == 0) return;
-    knit__credits_give_back(h, knit__slot_credits(v));
-    /* The owner's slot while INSIDE (relaxed: as above). */
-    atomic_store_explicit(s, v & ~KNIT__SLOT_CREDITS, memory_order_relaxed);
-}
-
 unsigned knit__entries_revoke(const knit_pool *h) {
     unsigned n = 0;
     pthread_mutex_lock(&knit__entries_lock);

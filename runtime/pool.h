@@ -441,14 +441,12 @@ bool knit__entries_inside(const knit_pool *h);
  * or the last refill saw no room for more).
  * knit__credit_keep: keeps n more (the thread has none) and whether the
  * next refill may take k.
- * knit__credits_return: gives this thread's credits of h back.
  * knit__entries_revoke: takes back (and returns to counts) the credits of
  * every slot of h whose thread is not inside h; returns how many.
  * knit__entries_credits: credits of h held in all slots (statistics). */
 bool knit__credit_use(const knit_pool *h);
 unsigned knit__credit_units(const knit_pool *h, unsigned k);
 void knit__credit_keep(const knit_pool *h, unsigned n, bool room);
-void knit__credits_return(knit_pool *h);
 unsigned knit__entries_revoke(const knit_pool *h);
 uint64_t knit__entries_credits(const knit_pool *h);
 /* Tests: slots of this thread inside a pool; slots of this thread that
