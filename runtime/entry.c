@@ -64,9 +64,10 @@
  *
  * Credits are handed out only while pending (credits included) stays at
  * or below max_pending / 2: all credits together never pass half the
- * bound, which is left to real tasks whoever holds credits (and credits
- * alone can never fill the bound, so a submitter waiting there always
- * waits for a real task, which a worker claims). What users see: a
+ * bound, which is left to real tasks whoever holds credits, and credits
+ * stay under space_low, so the claims that drain the real tasks ring a
+ * submitter waiting at the bound (credits alone can never fill it, so it
+ * always waits for a real task, which a worker claims). What users see: a
  * submit may wait (or fail under KNIT_FAIL) with up to 31 fewer tasks
  * pending per other thread that is inside a call into the pool (idle
  * threads' credits are taken back at the bound); below 2048 nothing

@@ -434,10 +434,13 @@ static unsigned knit__caller_id(struct knit__pool *p, bool *helper) {
  * to use one. Credits are taken only while pending (credits included)
  * stays at or below half the bound, so all of them together never pass
  * max_pending / 2 and at least half of the bound is left to real tasks;
- * above that, submits count one unit each, as without credits. (Any room
- * check at or below the bound would keep it live: credits alone never
- * fill it, so a submitter waiting there waits for a real task, which a
- * worker claims; tests/model/submit_credits.pml checks both.) */
+ * above that, submits count one unit each, as without credits. Any room
+ * check at or below the bound keeps it live (credits alone never fill it,
+ * so a submitter waiting there waits for a real task, which a worker
+ * claims; tests/model/submit_credits.pml); the half rule also keeps the
+ * wake-up prompt: all credits together stay under space_low (7/8 of the
+ * bound), so the claims of the real tasks cross it and ring the waiter
+ * (knit__space_notify), rather than its 1 ms timeout. */
 static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
                                  struct knit__producer *rec, bool bypass,
                                  unsigned *run, bool *helper) {

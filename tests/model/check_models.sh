@@ -146,6 +146,7 @@ submit_credits 2 BUG_REVOKE_INSIDE fail safety -DR=2 -DS=1 -DBUG_REVOKE_INSIDE
 submit_credits 2 BUG_EXIT_DROPS  fail safety -DR=2 -DS=1 -DBUG_EXIT_DROPS
 submit_credits 2 BUG_NO_STATE_CHECK fail safety -DR=2 -DS=1 -DBUG_NO_STATE_CHECK
 submit_credits 2 BUG_NO_ROOM     fail safety -DR=2 -DS=1 -DMAX=2 -DBUG_NO_ROOM
+submit_credits 2 BUG_CAS_RELOAD  fail safety -DR=2 -DS=1 -DBUG_CAS_RELOAD
 LIST
 )
 

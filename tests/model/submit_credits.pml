@@ -55,14 +55,25 @@
  *                         submit after DRAINING is accepted.
  *   -DBUG_NO_ROOM         a refill keeps K - 1 credits without the room
  *                         check: tasks are accepted above the bound.
+ *   -DBUG_CAS_RELOAD      the sticky enter reloads the slot after the find
+ *                         and CASes it without testing that it still holds
+ *                         the pool: a revoke emptied it meanwhile, the CAS
+ *                         sets INSIDE on an empty slot, destroy's wait-out
+ *                         does not see the caller and frees under it (a
+ *                         draft of entry.c had this; found by a second
+ *                         model of the protocol).
  * Variants that pass: -DNO_HALF (credits up to the full bound) and
  * -DNO_RECLAIM, also both together with idle holders and LATE_DESTROY.
  * The bound stays live without either: a refill keeps credits only if
  * pending + K <= ROOM <= MAX, so credits alone never fill the bound, and a
  * submitter that waits there waits for a real task, which a worker
- * claims. The half rule and the reclaim are for exactness: with them at
- * least half the bound is left to real tasks, and idle threads' credits do
- * not count against it.
+ * claims. (This model's wait is woken by any change; the C wait sleeps on
+ * a futex that a claim rings only once pending is at space_low, 7/8 of
+ * the bound, or after 1 ms. The half rule keeps all credits at or below
+ * half the bound, under space_low, so the claims of the real tasks ring
+ * it; without the rule, idle holders could keep pending above space_low
+ * and the waiter would run on its 1 ms timeout.) The reclaim is for
+ * exactness: idle threads' credits do not count against the bound.
  */
 #ifndef NCONS
 #define NCONS 2
@@ -142,14 +153,19 @@ end:
 
 proctype Caller(byte me) {
     byte r = 0, s, n, lc, j;
-    bit ok, after;
+    bit ok, after, found;
     do
     :: r < R ->
-        /* enter */
+        /* enter: knit__slot_find sees a sticky slot, then the CAS */
         ok = 0;
+        found = sh[me];
         atomic {
             if
-            :: sh[me] && !si[me] -> si[me] = 1; ok = 1 /* sticky: CAS won */
+#ifdef BUG_CAS_RELOAD
+            :: found && !si[me] -> si[me] = 1; ok = 1 /* CAS of a reloaded 0 */
+#else
+            :: found && sh[me] && !si[me] -> si[me] = 1; ok = 1 /* sticky: CAS won */
+#endif
             :: else
             fi
         }
