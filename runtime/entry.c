@@ -94,15 +94,13 @@
 static_assert(KNIT__LINE > KNIT__SLOT_LOW, "a line-aligned handle leaves the slot's low bits free");
 static_assert(KNIT__CREDITS_MAX - 1 <= KNIT__SLOT_CREDITS, "a refill keeps K - 1 credits in the slot");
 
-/* One credit: one pending and one live task in knit__pool.counts. */
-#define KNIT__CREDIT_UNIT (1 + KNIT__LIVE_ONE)
-
 struct knit__entries {
     /* Written by the owner while INSIDE is set, else by whoever CASes it
      * (the owner's enter, a revoke); read by destroy (seq-cst). */
     alignas(KNIT__LINE) _Atomic uintptr_t slot[KNIT__ENTRY_SLOTS];
     unsigned depth[KNIT__ENTRY_SLOTS]; /* calls inside slot[i] (owner only) */
     bool narrow[KNIT__ENTRY_SLOTS];    /* refill one unit, not K (owner) */
+    unsigned last;                     /* the slot entered last: a hint (owner) */
     bool linked;                       /* on the registry (owner, lock) */
     bool exited;                       /* unlinked at thread exit: never again */
     struct knit__entries *prev, *next; /* the registry (lock) */
@@ -139,14 +137,21 @@ static unsigned knit__slot_find(const struct knit__entries *e, const knit_pool *
     return KNIT__ENTRY_SLOTS;
 }
 
-/* The slot of h this thread is inside through (depth > 0), or NULL. */
-static _Atomic uintptr_t *knit__slot_inside(const knit_pool *h) {
-    struct knit__entries *e = &knit__my_entries;
+/* The index of this thread's slot of h it is inside through (depth > 0),
+ * or KNIT__ENTRY_SLOTS. The slot entered last is tried first: a submit
+ * asks up to three times (knit__credit_use, _units, _keep) right after
+ * its enter. */
+static unsigned knit__slot_inside_index(const knit_pool *h) {
+    const struct knit__entries *e = &knit__my_entries;
+    unsigned j = e->last;
+    if (e->depth[j] > 0 &&
+        knit__slot_pool(atomic_load_explicit(&e->slot[j], memory_order_relaxed)) == h)
+        return j;
     for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++)
         if (e->depth[i] > 0 &&
             knit__slot_pool(atomic_load_explicit(&e->slot[i], memory_order_relaxed)) == h)
-            return &e->slot[i];
-    return NULL;
+            return i;
+    return KNIT__ENTRY_SLOTS;
 }
 
 /* Gives n credits of h back to its counts. h's pool is alive: destroy
@@ -155,7 +160,7 @@ static _Atomic uintptr_t *knit__slot_inside(const knit_pool *h) {
  * it in its modification order. */
 static void knit__credits_give_back(knit_pool *h, unsigned n) {
     if (n > 0)
-        atomic_fetch_sub_explicit(&h->p->counts, n * KNIT__CREDIT_UNIT,
+        atomic_fetch_sub_explicit(&h->p->counts, n * KNIT__TASK_UNIT,
                                   memory_order_relaxed);
 }
 
@@ -262,6 +267,7 @@ int knit__pool_enter(knit_pool *h, bool any) {
         uint32_t st = atomic_load_explicit(&h->state, memory_order_acquire);
         if (!knit__enter_allowed(st, any)) return knit__enter_refused(st);
         e->depth[i]++;
+        e->last = i;
         return 0;
     }
     if (i < KNIT__ENTRY_SLOTS) {
@@ -282,6 +288,7 @@ int knit__pool_enter(knit_pool *h, bool any) {
                 return knit__enter_refused(st);
             }
             e->depth[i] = 1;
+            e->last = i;
             return 0;
         }
         /* Emptied by a revoke: enter afresh through it. */
@@ -301,6 +308,7 @@ int knit__pool_enter(knit_pool *h, bool any) {
     }
     e->depth[i] = 1;
     e->narrow[i] = false;
+    e->last = i;
     return 0;
 }
 
@@ -335,8 +343,9 @@ void knit__pool_exit(knit_pool *h) {
 /* ---- credits ---- */
 
 bool knit__credit_use(const knit_pool *h) {
-    _Atomic uintptr_t *s = knit__slot_inside(h);
-    if (s == NULL) return false;
+    unsigned i = knit__slot_inside_index(h);
+    if (i == KNIT__ENTRY_SLOTS) return false;
+    _Atomic uintptr_t *s = &knit__my_entries.slot[i];
     uintptr_t v = atomic_load_explicit(s, memory_order_relaxed);
     if (knit__slot_credits(v) == 0) return false;
     /* The owner's slot while INSIDE: nobody else writes it (relaxed: the
@@ -347,27 +356,21 @@ bool knit__credit_use(const knit_pool *h) {
 
 unsigned knit__credit_units(const knit_pool *h, unsigned k) {
     if (k <= 1) return 1;
-    struct knit__entries *e = &knit__my_entries;
-    for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++)
-        if (e->depth[i] > 0 &&
-            knit__slot_pool(atomic_load_explicit(&e->slot[i], memory_order_relaxed)) == h)
-            return e->narrow[i] ? 1 : k;
-    return 1; /* no slot (overflow): no credits */
+    unsigned i = knit__slot_inside_index(h);
+    if (i == KNIT__ENTRY_SLOTS) return 1; /* no slot (overflow): no credits */
+    return knit__my_entries.narrow[i] ? 1 : k;
 }
 
 void knit__credit_keep(const knit_pool *h, unsigned n, bool room) {
+    unsigned i = knit__slot_inside_index(h);
+    if (i == KNIT__ENTRY_SLOTS) return;
     struct knit__entries *e = &knit__my_entries;
-    for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++) {
-        uintptr_t v = atomic_load_explicit(&e->slot[i], memory_order_relaxed);
-        if (e->depth[i] > 0 && knit__slot_pool(v) == h) {
-            /* Called only when the thread has no credit left. */
-            assert(n == 0 || knit__slot_credits(v) == 0);
-            e->narrow[i] = !room;
-            if (n > 0) /* the owner's slot while INSIDE (relaxed: as above) */
-                atomic_store_explicit(&e->slot[i], v + n, memory_order_relaxed);
-            return;
-        }
-    }
+    uintptr_t v = atomic_load_explicit(&e->slot[i], memory_order_relaxed);
+    /* Called only when the thread has no credit left. */
+    assert(n == 0 || knit__slot_credits(v) == 0);
+    e->narrow[i] = !room;
+    if (n > 0) /* the owner's slot while INSIDE (relaxed: as above) */
+        atomic_store_explicit(&e->slot[i], v + n, memory_order_relaxed);
 }
 
 unsigned knit__entries_revoke(const knit_pool *h) {
@@ -417,7 +420,9 @@ void knit__entries_wait_out(knit_pool *h) {
     }
 }
 
-bool knit__entries_inside(const knit_pool *h) { return knit__slot_inside(h) != NULL; }
+bool knit__entries_inside(const knit_pool *h) {
+    return knit__slot_inside_index(h) < KNIT__ENTRY_SLOTS;
+}
 
 /* ---- introspection (tests) ---- */
 

@@ -348,6 +348,9 @@ struct knit__pool {
 };
 
 #define KNIT__LIVE_ONE (1ull << 32)
+/* One submitted task in counts: pending and live (also one credit,
+ * runtime/entry.c). */
+#define KNIT__TASK_UNIT (1 + KNIT__LIVE_ONE)
 #define KNIT__PENDING(c) ((int64_t)(uint32_t)(c))
 #define KNIT__LIVE(c) ((int64_t)((c) >> 32))
 

@@ -389,7 +389,7 @@ static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec,
 }
 
 static void knit__pending_undo(struct knit__pool *p) {
-    atomic_fetch_sub_explicit(&p->counts, 1 + KNIT__LIVE_ONE,
+    atomic_fetch_sub_explicit(&p->counts, KNIT__TASK_UNIT,
                               memory_order_relaxed);
 }
 
@@ -453,7 +453,7 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
          * counts (knit__pool_quiescent). Either destroy sees these units
          * as live and waits for them, or we see the pool stopping and
          * undo. */
-        uint64_t c = atomic_fetch_add_explicit(&p->counts, k * (1 + KNIT__LIVE_ONE),
+        uint64_t c = atomic_fetch_add_explicit(&p->counts, k * KNIT__TASK_UNIT,
                                                memory_order_seq_cst);
         int64_t n = KNIT__PENDING(c);
         int64_t half = (int64_t)(p->max_pending / 2);
@@ -464,7 +464,7 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
             } else {
                 /* Over half the bound: one unit, exact (relaxed, as an
                  * undo). */
-                atomic_fetch_sub_explicit(&p->counts, (k - 1) * (1 + KNIT__LIVE_ONE),
+                atomic_fetch_sub_explicit(&p->counts, (k - 1) * KNIT__TASK_UNIT,
                                           memory_order_relaxed);
             }
         }
@@ -492,12 +492,12 @@ static int knit__pending_acquire(knit_pool *h, struct knit__pool *p,
                 if (st != KNIT__POOL_LIVE && !own) {
                     /* relaxed, as an undo */
                     atomic_fetch_sub_explicit(&p->counts,
-                                              (keep + 1) * (1 + KNIT__LIVE_ONE),
+                                              (keep + 1) * KNIT__TASK_UNIT,
                                               memory_order_relaxed);
                     if (here && *helper) knit__pool_helper_release(p, *run);
                     return knit__fail(KNIT_ESHUTDOWN, "the pool is shutting down");
                 }
-                if (k > 1 || p->credit_k > 1)
+                if (p->credit_k > 1)
                     knit__credit_keep(h, keep, n + (int64_t)p->credit_k <= half);
             }
             if (here) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "knit/knit.h"
+#include "pool_util.h"
 
 extern "C" {
 int knit__pool_enter(knit_pool *h, bool any);
@@ -25,12 +26,11 @@ uint64_t knit__entries_credits(const knit_pool *h);
 
 namespace {
 
-knit_pool *make_pool() {
-    knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
-    po.threads = 1;
-    knit_pool *p = nullptr;
-    EXPECT_EQ(0, knit_pool_create(&po, &p)) << knit_last_error();
-    return p;
+// A pool of the given shape that the test destroys itself (in threads,
+// on the thread that holds credits, at a chosen moment).
+knit_pool *make_pool(size_t max_pending = 0, int backpressure = KNIT_BLOCK,
+                     unsigned threads = 1) {
+    return knit_test::Pool(threads, nullptr, max_pending, backpressure).release();
 }
 
 // Destroys a pool on its own thread; `done` says it returned.
@@ -179,14 +179,12 @@ TEST(Entry, RacesWithDestroy) {
 
 void *nop(knit_task *, void *a) { return a; }
 
-knit_pool *make_bounded(size_t max_pending, int backpressure, unsigned threads = 1) {
-    knit_pool_options po = KNIT_POOL_OPTIONS_INIT;
-    po.threads = threads;
-    po.max_pending = max_pending;
-    po.backpressure = backpressure;
-    knit_pool *p = nullptr;
-    EXPECT_EQ(0, knit_pool_create(&po, &p)) << knit_last_error();
-    return p;
+// One task submitted, awaited and released.
+void run_one(knit_pool *p) {
+    knit_future *f = nullptr;
+    ASSERT_EQ(0, knit_submit(p, nop, nullptr, &f)) << knit_last_error();
+    ASSERT_EQ(0, knit_await(f, -1, nullptr));
+    knit_future_release(f);
 }
 
 uint64_t stats_pending(knit_pool *p) {
@@ -222,12 +220,9 @@ struct Gate {
 // bound nothing is kept.
 TEST(Credits, KeptInTheSlotOnlyUnderALargeBound) {
     for (size_t bound : {size_t(64), size_t(2047), size_t(2048), size_t(65536)}) {
-        knit_pool *p = make_bounded(bound, KNIT_BLOCK);
+        knit_pool *p = make_pool(bound, KNIT_BLOCK);
         ASSERT_NE(nullptr, p);
-        knit_future *f = nullptr;
-        ASSERT_EQ(0, knit_submit(p, nop, nullptr, &f)) << knit_last_error();
-        ASSERT_EQ(0, knit_await(f, -1, nullptr));
-        knit_future_release(f);
+        run_one(p);
         bool credits = bound >= 2048;
         EXPECT_EQ(credits ? 1u : 0u, knit__entries_sticky()) << "bound " << bound;
         EXPECT_EQ(credits ? 31u : 0u, knit__entries_credits(p)) << "bound " << bound;
@@ -242,14 +237,11 @@ TEST(Credits, KeptInTheSlotOnlyUnderALargeBound) {
 // A thread that exits gives its credits back: the units leave counts, so
 // the pending count is 0 again and destroy does not wait for them.
 TEST(Credits, ThreadExitGivesThemBack) {
-    knit_pool *p = make_bounded(0, KNIT_BLOCK); // the default bound, 65536
+    knit_pool *p = make_pool(0, KNIT_BLOCK); // the default bound, 65536
     for (int i = 0; i < 8; i++) {
         std::thread t([p] {
             for (int k = 0; k < 5; k++) {
-                knit_future *f = nullptr;
-                ASSERT_EQ(0, knit_submit(p, nop, nullptr, &f)) << knit_last_error();
-                ASSERT_EQ(0, knit_await(f, -1, nullptr));
-                knit_future_release(f);
+                run_one(p);
             }
             EXPECT_EQ(1u, knit__entries_sticky());
             EXPECT_EQ(27u, knit__entries_credits(p));
@@ -267,7 +259,7 @@ TEST(Credits, ThreadExitGivesThemBack) {
 // Threads that took credits and never call again (they stay alive,
 // blocked): destroy takes the credits back and returns.
 TEST(Credits, DestroyRevokesThreadsThatNeverCallAgain) {
-    knit_pool *p = make_bounded(0, KNIT_BLOCK, 2);
+    knit_pool *p = make_pool(0, KNIT_BLOCK, 2);
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> ts;
@@ -297,12 +289,9 @@ TEST(Credits, DestroyRevokesThreadsThatNeverCallAgain) {
 // empties one of them (its credits go back to that pool).
 TEST(Credits, AFifthPoolEvictsASlot) {
     knit_pool *p[5];
-    for (auto &x : p) x = make_bounded(0, KNIT_BLOCK);
+    for (auto &x : p) x = make_pool(0, KNIT_BLOCK);
     for (auto *x : p) {
-        knit_future *f = nullptr;
-        ASSERT_EQ(0, knit_submit(x, nop, nullptr, &f)) << knit_last_error();
-        ASSERT_EQ(0, knit_await(f, -1, nullptr));
-        knit_future_release(f);
+        run_one(x);
     }
     EXPECT_EQ(4u, knit__entries_sticky());
     uint64_t kept = 0;
@@ -327,7 +316,7 @@ TEST(Credits, TheBoundWithManyProducers) {
     const size_t bound = 4096;
     const unsigned n = 4;
     for (int round = 0; round < 5; round++) {
-        knit_pool *p = make_bounded(bound, KNIT_FAIL);
+        knit_pool *p = make_pool(bound, KNIT_FAIL);
         Gate gate(p);
         std::atomic<uint64_t> accepted{0};
         std::atomic<unsigned> done{0};
@@ -364,16 +353,13 @@ TEST(Credits, TheBoundWithManyProducers) {
 // a submitter waiting at the bound: it takes their credits back.
 TEST(Credits, AnIdleThreadsCreditsDoNotBlockTheBound) {
     const size_t bound = 2048;
-    knit_pool *p = make_bounded(bound, KNIT_BLOCK);
+    knit_pool *p = make_pool(bound, KNIT_BLOCK);
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> idle;
     for (int i = 0; i < 8; i++)
         idle.emplace_back([&] {
-            knit_future *f = nullptr;
-            ASSERT_EQ(0, knit_submit(p, nop, nullptr, &f)) << knit_last_error();
-            ASSERT_EQ(0, knit_await(f, -1, nullptr));
-            knit_future_release(f);
+            run_one(p);
             ready++;
             while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         });

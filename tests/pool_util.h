@@ -1,5 +1,5 @@
 // A pool for the length of a test: created with the given shape, drained and
-// destroyed (checked) at the end.
+// destroyed (checked) at the end, unless release() handed it over.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -23,6 +23,12 @@ struct Pool {
         if (p) {
             EXPECT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN)) << knit_last_error();
         }
+    }
+    // Hands the pool over to a test that destroys it itself.
+    knit_pool *release() {
+        knit_pool *q = p;
+        p = nullptr;
+        return q;
     }
     Pool(const Pool &) = delete;
     Pool &operator=(const Pool &) = delete;
