@@ -15,6 +15,7 @@
  * its stack frame goes away.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@
 #include "base/error.h"
 #include "runtime/pool.h"
 
-void knit__spin_lock(_Atomic uint32_t *lock) {
+void knit__spin_lock(_Atomic uint8_t *lock) {
     unsigned spins = 0;
     /* acquire: pairs with the release in knit__spin_unlock. */
     while (atomic_exchange_explicit(lock, 1, memory_order_acquire)) {
@@ -37,7 +38,7 @@ void knit__spin_lock(_Atomic uint32_t *lock) {
     }
 }
 
-void knit__spin_unlock(_Atomic uint32_t *lock) {
+void knit__spin_unlock(_Atomic uint8_t *lock) {
     atomic_store_explicit(lock, 0, memory_order_release);
 }
 
@@ -86,37 +87,32 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     rec->cache = f->free_next;
     rec->ncache--;
     /* The next future was most likely freed on another core: fetch its
-     * line now, for writing, so the next submit does not wait for it. */
-    if (rec->cache != NULL) {
-        __builtin_prefetch(rec->cache, 1, 3);
-        __builtin_prefetch((char *)rec->cache + KNIT__LINE, 1, 3); /* line 1 */
-    }
-    /* Not shared yet: the lane's release store publishes these. */
+     * line 0 now, for writing, so the next submit does not wait for it. */
+    if (rec->cache != NULL) __builtin_prefetch(rec->cache, 1, 3);
+    /* Not shared yet: the lane's release store publishes these. Line 0
+     * only: line 1 is at its defaults in a free future, and `in`, `out`
+     * and the promise links are valid only as these flags say (see
+     * struct knit_future). */
+    assert(f->message == NULL && f->waiters == NULL && f->conts == NULL &&
+           f->antecedent == NULL);
     atomic_init(&f->state, KNIT__F_PENDING);
     atomic_init(&f->refs, 1);
+    f->code = 0;
     atomic_init(&f->lock, 0);
     atomic_init(&f->cancel, 0);
     atomic_init(&f->user, 0);
     atomic_init(&f->watched, 0);
-    f->code = 0;
-    f->task_code = 0;
-    f->message = NULL;
-    f->result = NULL;
-    f->waiters = NULL;
-    f->conts = NULL;
-    f->cont_next = NULL;
-    f->fn = NULL;
-    f->arg = NULL;
-    f->antecedent = NULL;
-    f->pool = p;
-    /* Lines 0 and 1 only: `in`, `out` and the promise links are valid
-     * only as these flags say (see struct knit_future). */
+    atomic_init(&f->out_state, KNIT__OUT_NONE);
     f->in_kind = KNIT__PAY_NONE;
     f->always_run = false;
     f->counted_local = false; /* only knit__push_local sets it */
-    f->group = NULL;
     f->promise = false;
-    atomic_init(&f->out_state, KNIT__OUT_NONE);
+    f->chained = false;
+    f->fn = NULL;
+    f->arg = NULL;
+    f->group = NULL;
+    f->result = NULL; /* was free_next */
+    f->pool = p;
     return f;
 }
 
@@ -152,9 +148,17 @@ static void knit__magazine_full(struct knit__pool *p, struct knit__producer *rec
 
 static void knit__future_free(knit_future *f) {
     struct knit__pool *p = f->pool;
-    knit_future *antecedent = f->antecedent;
-    free(f->message);
-    f->message = NULL;
+    /* Line 1 back to its defaults (see struct knit_future), read only
+     * where line 0 says it was used. */
+    knit_future *antecedent = NULL;
+    if (f->chained) {
+        antecedent = f->antecedent;
+        f->antecedent = NULL;
+    }
+    if (f->code != 0) {
+        free(f->message);
+        f->message = NULL;
+    }
     knit__payload_drop(f); /* a returned buffer nobody took */
     struct knit__producer *rec = knit__producer_get(p->handle, p);
     if (rec != NULL) {
@@ -230,8 +234,13 @@ void knit__future_settle(knit_future *f, int code, void *result, int task_code,
     knit__payload_settle(f); /* the input the task did not take */
     f->code = code;
     f->result = result;
-    f->task_code = task_code;
-    f->message = message;
+    /* A success leaves line 1 alone (its defaults; see struct
+     * knit_future): the worker writes one line of the future. */
+    assert(code != 0 || message == NULL);
+    if (code != 0) {
+        f->task_code = task_code;
+        f->message = message;
+    }
     /* seq-cst: pairs with a registrant's seq-cst store of `watched` then
      * load of state (see the top of the file). The store also releases
      * code/result to acquire loads of state. */
@@ -304,8 +313,8 @@ static bool knit__set_one_done(struct knit__set *s, size_t i) {
 }
 
 /* Element i's waiter list: its lock, its `watched` flag and its head. */
-static void knit__set_list(struct knit__set *s, size_t i, _Atomic uint32_t **lock,
-                           _Atomic uint32_t **watched,
+static void knit__set_list(struct knit__set *s, size_t i, _Atomic uint8_t **lock,
+                           _Atomic uint8_t **watched,
                            struct knit__waiter ***head) {
     if (s->g != NULL) {
         *lock = &s->g->lock;
@@ -331,7 +340,7 @@ static bool knit__set_done(void *ctx) {
 static void knit__waiters_link(struct knit__set *s, struct knit__waiter *w,
                                knit__doorbell *bell, bool bell_in_pool) {
     for (size_t i = 0; i < s->n; i++) {
-        _Atomic uint32_t *lock, *watched;
+        _Atomic uint8_t *lock, *watched;
         struct knit__waiter **head;
         knit__set_list(s, i, &lock, &watched, &head);
         w[i].bell = bell;
@@ -351,7 +360,7 @@ static void knit__waiters_link(struct knit__set *s, struct knit__waiter *w,
 static void knit__waiters_unlink(struct knit__set *s, struct knit__waiter *w) {
     for (size_t i = 0; i < s->n; i++) {
         if (!w[i].linked) continue;
-        _Atomic uint32_t *lock, *watched;
+        _Atomic uint8_t *lock, *watched;
         struct knit__waiter **head;
         knit__set_list(s, i, &lock, &watched, &head);
         bool found = false;
@@ -682,6 +691,7 @@ int knit_future_then(knit_future *f, knit_fn fn, void *arg, knit_future **out) {
     g->fn = fn;
     g->arg = arg;
     g->antecedent = f;
+    g->chained = true;
     atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
     /* One reference for the antecedent's list (then the lane), one for
      * the caller. */

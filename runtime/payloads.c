@@ -247,7 +247,7 @@ int knit_task_return_buf(knit_task *task, knit_buf *buf) {
 }
 
 static int knit__take_out(knit_future *f, knit_buf *out) {
-    uint32_t expect = KNIT__OUT_SET;
+    uint8_t expect = KNIT__OUT_SET;
     /* One exchange decides the single taker. */
     if (!atomic_compare_exchange_strong_explicit(&f->out_state, &expect,
                                                  KNIT__OUT_TAKEN,
@@ -272,7 +272,7 @@ int knit_future_take_buf(knit_future *f, knit_buf *out) {
 
 int knit_task_antecedent_buf(knit_task *task, knit_buf *out) {
     if (task == NULL || out == NULL || knit__task_is_frame_child(task) ||
-        task->future->antecedent == NULL)
+        !task->future->chained)
         return knit__fail(KNIT_EINVAL, "knit_task_antecedent_buf: not in a continuation");
     return knit__take_out(task->future->antecedent, out);
 }

@@ -228,6 +228,11 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
      * a member is run bare below, after the rest are pushed. */
     knit_future *fs[KNIT_LANES];
     unsigned nf = 0, bare[KNIT_LANES], nbare = 0;
+    /* A future's line 0 was written by its submitter on another core:
+     * ask for all of them now (for writing: the start CAS), so the misses
+     * of a batch overlap rather than come one per task run. */
+    for (unsigned i = 0; i < fr.n; i++)
+        if (fr.e[i].f != NULL) __builtin_prefetch(fr.e[i].f, 1, 3);
     for (unsigned i = 0; i < fr.n; i++) {
         knit_future *f = fr.e[i].f;
         if (f == NULL && (f = knit__member_record(p, &fr.e[i])) == NULL) {

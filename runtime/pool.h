@@ -90,22 +90,30 @@ struct knit__waiter {
     _Atomic uint32_t released;  /* the settler is done with this record */
 };
 
-/* Laid out by use, a cache line each: a future is written by its
- * submitter and read by the worker that runs it and the thread that
- * awaits it, each of them on another core, so every line it touches is a
- * miss. Line 0 holds what every submit, run and await needs; line 1 the
- * outcome and the lists; the rest (payload, magazines, promises) is read
- * only when the flags on line 0 say it is in use, and not even zeroed at
- * allocation. */
+/* Laid out by use: a future is written by its submitter and read by the
+ * worker that runs it and the thread that awaits it, each of them on
+ * another core, so every line it touches is a miss. Line 0 holds all that
+ * a submit, a run, a settle, an await and a release of a task that
+ * succeeded read or write (with 1M futures in flight, the await loop of
+ * throughput-1 took two misses per future when code and pool were on
+ * line 1). Line 1 holds what only a failure, a waiter, a continuation or
+ * a chain reads, each behind a flag on line 0: message and task_code
+ * (code != 0), waiters and conts (watched), antecedent (chained). A free
+ * future keeps line 1 at its defaults (NULL message, waiters, conts and
+ * antecedent; the slab is zeroed when made, and the free and the settle
+ * put back what they used), so an allocation writes line 0 only. The
+ * rest (payload, magazines, promises) is read only when the flags on
+ * line 0 say it is in use. */
 struct knit_future {
-    /* ---- line 0: state and the task ---- */
+    /* ---- line 0: state, the task, the outcome of a success ---- */
     alignas(KNIT__LINE) _Atomic uint32_t state; /* PENDING -> RUNNING -> DONE */
     _Atomic uint32_t refs;   /* see "Who owns what" */
-    _Atomic uint32_t lock;   /* spinlock: waiters, conts */
-    _Atomic uint32_t cancel; /* a cancel was requested while running */
-    _Atomic uint32_t user;   /* 1 while the user's handle is held */
-    _Atomic uint32_t watched; /* a waiter or continuation was registered */
-    _Atomic uint32_t out_state;    /* KNIT__OUT_NONE / SET / TAKEN */
+    int code;                /* 0, KNIT_ETASK, KNIT_ECANCELED, KNIT_ECLOSED, ... */
+    _Atomic uint8_t lock;    /* spinlock: waiters, conts */
+    _Atomic uint8_t cancel;  /* a cancel was requested while running */
+    _Atomic uint8_t user;    /* 1 while the user's handle is held */
+    _Atomic uint8_t watched; /* a waiter or continuation was registered */
+    _Atomic uint8_t out_state;     /* KNIT__OUT_NONE / SET / TAKEN */
     uint8_t in_kind;               /* KNIT__PAY_*: `in` is valid unless NONE */
     bool always_run;               /* see knit__submit_payload */
     /* Pushed onto a consumer's deque from inside a task and counted in
@@ -116,25 +124,27 @@ struct knit_future {
      * reject, never by a task. While unsettled it is on the pool's
      * `promises` list (pool lock) and holds one reference of its own. */
     bool promise;
-    knit_fn fn;                   /* the task (a continuation's: until scheduled) */
+    bool chained; /* a continuation: `antecedent` is set (knit_future_then) */
+    knit_fn fn;   /* the task (a continuation's: until scheduled) */
     void *arg;
     /* A group member's record (runtime/group.c), not a future: no user
      * handle, no waiters, no settle; the task runs and is counted in
      * this group. NULL for a future. Written before the publication. */
     struct knit_group *group;
-    /* Written by the settler before state becomes DONE (release); read
-     * after an acquire load sees DONE. */
-    void *result;
-    /* ---- line 1: the outcome (as result), the lists ---- */
+    union {
+        /* Written by the settler before state becomes DONE (release),
+         * with code; read after an acquire load sees DONE. */
+        void *result;
+        knit_future *free_next; /* while in a free list */
+    };
     struct knit__pool *pool;
-    int code;          /* 0, KNIT_ETASK, KNIT_ECANCELED, KNIT_ECLOSED, ... */
-    int task_code;     /* the code given to knit_task_fail */
+    /* ---- line 1: failures, waiters, chains (see above) ---- */
+    alignas(KNIT__LINE) int task_code; /* the code given to knit_task_fail */
     char *message;     /* knit_task_fail's text (malloc), or NULL */
     struct knit__waiter *waiters; /* future lock */
     knit_future *conts;           /* continuations to schedule (lock) */
     knit_future *cont_next;       /* link in the antecedent's conts */
-    knit_future *antecedent;      /* holds a reference */
-    knit_future *free_next;       /* in a free list */
+    knit_future *antecedent;      /* holds a reference (chained) */
     /* ---- the rest: only when line 0 says so ---- */
     knit_future *mag_next;        /* first of a magazine: the next one */
     unsigned mag_count;           /* first of a magazine: its length */
@@ -151,12 +161,13 @@ struct knit_future {
     alignas(max_align_t) unsigned char inline_data[KNIT_INLINE_BYTES];
 };
 
-static_assert(offsetof(struct knit_future, result) + sizeof(void *) <= KNIT__LINE,
-              "a future's line 0 holds state, flags, fn, arg, group, result");
-static_assert(offsetof(struct knit_future, pool) == KNIT__LINE &&
-                  offsetof(struct knit_future, free_next) + sizeof(void *) <=
+static_assert(offsetof(struct knit_future, pool) + sizeof(void *) <= KNIT__LINE,
+              "a future's line 0 holds state, refs, code, flags, fn, arg, group, "
+              "result and pool");
+static_assert(offsetof(struct knit_future, task_code) == KNIT__LINE &&
+                  offsetof(struct knit_future, antecedent) + sizeof(void *) <=
                       2 * KNIT__LINE,
-              "a future's line 1 holds the outcome, the lists and free_next");
+              "a future's line 1 holds the failure, the lists and the chain");
 
 
 /* A thread's carpets can change hands without the thread's help: when
@@ -229,8 +240,8 @@ struct knit_group {
     const char *reason; /* KNIT_ECANCELED: who cancelled (static text) */
     /* Waiters, as a future's: `lock` guards the list, `watched` (sticky)
      * says a waiter ever registered. */
-    _Atomic uint32_t lock;
-    _Atomic uint32_t watched;
+    _Atomic uint8_t lock;
+    _Atomic uint8_t watched;
     struct knit__waiter *waiters;
     /* Threads inside knit_group_wait or knit_group_cancel: destroy is
      * KNIT_EBUSY while any is. */
@@ -522,8 +533,8 @@ int knit__wait_group(struct knit_group *g, struct knit__pool *p,
  * marks each released (the settle's half of the waiting protocol). */
 void knit__waiters_ring_list(struct knit__waiter *w);
 /* The spinlock of a future's or a group's waiter list. */
-void knit__spin_lock(_Atomic uint32_t *lock);
-void knit__spin_unlock(_Atomic uint32_t *lock);
+void knit__spin_lock(_Atomic uint8_t *lock);
+void knit__spin_unlock(_Atomic uint8_t *lock);
 
 /* ---- runtime/group.c ---- */
 /* A member finished: records a failure (code KNIT_ETASK with task_code and

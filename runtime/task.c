@@ -195,7 +195,7 @@ bool knit__task_inline(struct knit__pool *p, knit_future *f,
      * has no future to await. Written before the future reached its
      * user. The relaxed load skips the deque when a worker has the task
      * already. */
-    if (f->promise || f->antecedent != NULL || f->group != NULL ||
+    if (f->promise || f->chained || f->group != NULL ||
         atomic_load_explicit(&f->state, memory_order_relaxed) != KNIT__F_PENDING)
         return false;
     /* Fork-join: a child pushed from a task on this thread is usually the
@@ -252,7 +252,7 @@ knit_pool *knit_task_pool(const knit_task *task) {
 
 int knit_task_antecedent(const knit_task *task, void **result) {
     if (task == NULL || knit__task_is_frame_child(task) ||
-        task->future->antecedent == NULL)
+        !task->future->chained)
         return knit__fail(KNIT_EINVAL,
                           "knit_task_antecedent: not in a continuation");
     return knit__future_outcome(task->future->antecedent, result);

@@ -311,7 +311,8 @@ TEST(Credits, AFifthPoolEvictsASlot) {
 // Each submits until it is refused. A refused producer holds no credit,
 // and each other producer holds at most 31, so every refusal comes at no
 // fewer than max_pending - 31 x (N - 1) real pending tasks, and never
-// above max_pending. After the gate opens, everything runs.
+// above max_pending; the count the test reads may lag by one submit per
+// other producer (counted after its knit_submit returns). After the gate opens, everything runs.
 TEST(Credits, TheBoundWithManyProducers) {
     const size_t bound = 4096;
     const unsigned n = 4;
@@ -334,7 +335,9 @@ TEST(Credits, TheBoundWithManyProducers) {
                     // Refused: never above the bound, never far below it.
                     uint64_t a = accepted.load();
                     EXPECT_LE(a, bound);
-                    EXPECT_GE(a + 31u * (n - 1), bound) << "refused early";
+                    // Each other producer may hold 31 credits and have one
+                    // accepted submit it has not counted yet.
+                    EXPECT_GE(a + 32u * (n - 1), bound) << "refused early";
                     break;
                 }
                 done++;
