@@ -100,7 +100,6 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
     f->code = 0;
     atomic_init(&f->lock, 0);
     atomic_init(&f->cancel, 0);
-    atomic_init(&f->user, 0);
     atomic_init(&f->watched, 0);
     atomic_init(&f->out_state, KNIT__OUT_NONE);
     f->in_kind = KNIT__PAY_NONE;
@@ -568,7 +567,7 @@ int knit__wait_group(struct knit_group *g, struct knit__pool *p,
 
 static int knit__check_future(const knit_future *f, const char *what) {
     if (f == NULL) return knit__fail(KNIT_EINVAL, "%s: future is NULL", what);
-    if (atomic_load_explicit(&f->user, memory_order_relaxed) == 0)
+    if ((atomic_load_explicit(&f->refs, memory_order_relaxed) & KNIT__REFS_USER) == 0)
         return knit__fail(KNIT_EALREADY, "%s: the future was released", what);
     return 0;
 }
@@ -576,6 +575,11 @@ static int knit__check_future(const knit_future *f, const char *what) {
 int knit_await(knit_future *f, int64_t timeout_ns, void **result) {
     int rc = knit__check_future(f, "knit_await");
     if (rc < 0) return rc;
+    /* Settled already (the await loop after a batch of submits): no wait
+     * to set up. acquire: pairs with the settle's store of DONE, which
+     * releases code and result. */
+    if (atomic_load_explicit(&f->state, memory_order_acquire) == KNIT__F_DONE)
+        return knit__future_outcome(f, result);
     size_t which;
     rc = knit__wait(&f, 1, timeout_ns, &which, timeout_ns < 0);
     if (rc == KNIT_ENOMEM) return rc;
@@ -695,8 +699,8 @@ int knit_future_then(knit_future *f, knit_fn fn, void *arg, knit_future **out) {
     atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
     /* One reference for the antecedent's list (then the lane), one for
      * the caller. */
-    atomic_store_explicit(&g->refs, out != NULL ? 2 : 1, memory_order_relaxed);
-    atomic_store_explicit(&g->user, out != NULL ? 1 : 0, memory_order_relaxed);
+    atomic_store_explicit(&g->refs, out != NULL ? 2 | KNIT__REFS_USER : 1,
+                          memory_order_relaxed);
     knit__flock(f);
     atomic_store_explicit(&f->watched, 1, memory_order_seq_cst);
     bool done = atomic_load_explicit(&f->state, memory_order_seq_cst) ==
@@ -716,12 +720,24 @@ int knit_future_release(knit_future *f) {
     if (f == NULL) return knit__fail(KNIT_EINVAL, "knit_future_release: NULL");
     /* Detects a second release while the runtime still holds the future;
      * once it is recycled, a stale handle is undefined behaviour. */
-    if (atomic_exchange_explicit(&f->user, 0, memory_order_acq_rel) == 0)
-        return knit__fail(KNIT_EALREADY, "knit_future_release: already released");
+    const char *again = "knit_future_release: already released";
+    uint32_t v = atomic_load_explicit(&f->refs, memory_order_relaxed);
+    if ((v & KNIT__REFS_USER) == 0) return knit__fail(KNIT_EALREADY, "%s", again);
     knit_pool *h = f->pool->handle;
     int rc = knit__pool_enter(h, true);
     if (rc < 0) return rc;
-    knit__future_unref(f);
+    /* The flag and the handle's reference in one RMW; a CAS, so of two
+     * racing releases one wins and the other is told. acq_rel, as
+     * knit__future_unref: every use of f by other holders happens before
+     * the free. */
+    while (!atomic_compare_exchange_weak_explicit(&f->refs, &v, v - KNIT__REFS_USER - 1,
+                                                  memory_order_acq_rel,
+                                                  memory_order_relaxed))
+        if ((v & KNIT__REFS_USER) == 0) {
+            knit__pool_exit(h);
+            return knit__fail(KNIT_EALREADY, "%s", again);
+        }
+    if (v == KNIT__REFS_USER + 1) knit__future_free(f);
     knit__pool_exit(h);
     return 0;
 }

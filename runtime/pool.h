@@ -72,6 +72,10 @@ enum {
     KNIT__POOL_DEAD = 5,       /* freed; the handle is a tombstone */
 };
 
+/* In a future's refs while the user holds its handle (with the handle's
+ * own reference in the count). */
+#define KNIT__REFS_USER (1u << 31)
+
 /* Future states. */
 enum {
     KNIT__F_PENDING = 0, /* in a lane or waiting for its antecedent */
@@ -107,11 +111,12 @@ struct knit__waiter {
 struct knit_future {
     /* ---- line 0: state, the task, the outcome of a success ---- */
     alignas(KNIT__LINE) _Atomic uint32_t state; /* PENDING -> RUNNING -> DONE */
-    _Atomic uint32_t refs;   /* see "Who owns what" */
+    /* See "Who owns what"; the user's handle is one reference and
+     * KNIT__REFS_USER besides, so a release is one RMW. */
+    _Atomic uint32_t refs;
     int code;                /* 0, KNIT_ETASK, KNIT_ECANCELED, KNIT_ECLOSED, ... */
     _Atomic uint8_t lock;    /* spinlock: waiters, conts */
     _Atomic uint8_t cancel;  /* a cancel was requested while running */
-    _Atomic uint8_t user;    /* 1 while the user's handle is held */
     _Atomic uint8_t watched; /* a waiter or continuation was registered */
     _Atomic uint8_t out_state;     /* KNIT__OUT_NONE / SET / TAKEN */
     uint8_t in_kind;               /* KNIT__PAY_*: `in` is valid unless NONE */

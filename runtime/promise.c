@@ -61,8 +61,7 @@ int knit_promise_create(knit_pool *h, knit_future **out) {
     f->promise_linked = false; /* not zeroed by the allocation */
     /* The user's handle and the promise's own (dropped after its settle).
      * Relaxed: f is not shared until the list (pool lock) or *out. */
-    atomic_store_explicit(&f->refs, 2, memory_order_relaxed);
-    atomic_store_explicit(&f->user, 1, memory_order_relaxed);
+    atomic_store_explicit(&f->refs, 2 | KNIT__REFS_USER, memory_order_relaxed);
     pthread_mutex_lock(&h->lock);
     /* Under the lock destroy moves the state on with: either it rejects
      * this promise, or we see it leaving LIVE. */
@@ -91,7 +90,7 @@ static int knit__promise_settle(knit_future *f, const char *what, int code,
     int rc = 0;
     if (f == NULL)
         rc = knit__fail(KNIT_EINVAL, "%s: future is NULL", what);
-    else if (atomic_load_explicit(&f->user, memory_order_relaxed) == 0)
+    else if ((atomic_load_explicit(&f->refs, memory_order_relaxed) & KNIT__REFS_USER) == 0)
         rc = knit__fail(KNIT_EALREADY, "%s: the future was released", what);
     else if (!f->promise)
         rc = knit__fail(KNIT_EINVAL, "%s: the future is not a promise (a task "

@@ -629,8 +629,7 @@ static void knit__future_setup(knit_future *f, knit_fn fn, void *arg,
                                bool user) {
     f->fn = fn;
     f->arg = arg;
-    atomic_store_explicit(&f->refs, user ? 2 : 1, memory_order_relaxed);
-    atomic_store_explicit(&f->user, user ? 1 : 0, memory_order_relaxed);
+    atomic_store_explicit(&f->refs, user ? 2 | KNIT__REFS_USER : 1, memory_order_relaxed);
     if (pl == NULL) return;
     f->always_run = pl->always_run;
     if (pl->bytes == NULL && pl->buf == NULL && pl->kind == KNIT__PAY_NONE)
