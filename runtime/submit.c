@@ -375,13 +375,24 @@ static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec,
      * waiter, so a claimer that sees it as a waiter sees it as both). */
     if (carpet) atomic_fetch_add_explicit(&p->lane_waiters, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&p->space_waiters, 1, memory_order_seq_cst);
-    if (carpet ||
-        KNIT__PENDING(atomic_load_explicit(&p->counts, memory_order_seq_cst)) >=
-            (int64_t)p->max_pending) {
+    /* A destroy that stored its state and rang space_seq before our load
+     * of seq above is seen here (acquire: the load of seq read its ring,
+     * which the state store precedes), so we do not sleep through its
+     * wake-up until the timeout: pending may still look full, held up by
+     * other submitters' units that they are about to undo. The caller
+     * then finds the state in knit__pending_acquire. (A lane waiter
+     * holds a task that was accepted: it waits on while the pool drains.) */
+    bool stopping = !carpet && atomic_load_explicit(&p->handle->state,
+                                                    memory_order_acquire) !=
+                                   KNIT__POOL_LIVE;
+    if (!stopping &&
+        (carpet ||
+         KNIT__PENDING(atomic_load_explicit(&p->counts, memory_order_seq_cst)) >=
+             (int64_t)p->max_pending)) {
         struct timespec ts = {0, 1000000}; /* bounded: re-check state */
         syscall(SYS_futex, (uint32_t *)&p->space_seq, FUTEX_WAIT_PRIVATE, seq,
                 &ts, NULL, 0);
-    } else {
+    } else if (!stopping) {
         sched_yield();
     }
     atomic_fetch_sub_explicit(&p->space_waiters, 1, memory_order_relaxed);
