@@ -150,7 +150,9 @@ struct knit_future {
     knit_future *conts;           /* continuations to schedule (lock) */
     knit_future *cont_next;       /* link in the antecedent's conts */
     knit_future *antecedent;      /* holds a reference (chained) */
-    /* ---- the rest: only when line 0 says so ---- */
+    /* ---- the rest (the magazine fields and promise_linked still on
+     * line 1, the rest beyond): only when line 0 says so, or on the
+     * first future of a magazine ---- */
     knit_future *mag_next;        /* first of a magazine: the next one */
     unsigned mag_count;           /* first of a magazine: its length */
     bool promise_linked;                  /* on the list (pool lock) */
