@@ -57,6 +57,10 @@ fi
 # fork_deque: BUG_SLOT_REUSE is the join of a stolen frame as first
 # written (ts reset before the wait; found by this model), fixed by the
 # pre-leap wait.
+# submit_credits: FUTEX is the C futex wait at the bound, without its
+# 1 ms timeout (see the header of submit_credits.pml); 3 callers at MAX 4
+# without LATE_DESTROY do not fit in 4 GB, so the pass rows are 2 callers
+# at MAX 2 (where one refill fills the bound) and 3 with LATE_DESTROY.
 # carpet_handover: NO_TIMEOUT is not a seeded bug of the model but the C
 # code without the 1 ms bound of its carpet wait: it must hang (see the
 # header of carpet_handover.pml).
@@ -147,6 +151,11 @@ submit_credits 2 BUG_EXIT_DROPS  fail safety -DR=2 -DS=1 -DBUG_EXIT_DROPS
 submit_credits 2 BUG_NO_STATE_CHECK fail safety -DR=2 -DS=1 -DBUG_NO_STATE_CHECK
 submit_credits 2 BUG_NO_ROOM     fail safety -DR=2 -DS=1 -DMAX=2 -DBUG_NO_ROOM
 submit_credits 2 BUG_CAS_RELOAD  fail safety -DR=2 -DS=1 -DBUG_CAS_RELOAD
+submit_credits 2 futex,max2      pass safety -DR=1 -DS=1 -DMAX=2 -DFUTEX
+submit_credits 2 futex,max2,s2   pass safety -DR=1 -DS=2 -DMAX=2 -DFUTEX
+submit_credits 3 futex,late      pass safety -DR=1 -DS=1 -DFUTEX -DLATE_DESTROY
+submit_credits 2 BUG_NO_STATE_RECHECK fail safety -DR=1 -DS=1 -DMAX=2 -DFUTEX -DBUG_NO_STATE_RECHECK
+submit_credits 3 BUG_NO_STATE_RECHECK fail safety -DR=1 -DS=1 -DFUTEX -DBUG_NO_STATE_RECHECK
 LIST
 )
 

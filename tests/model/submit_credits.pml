@@ -62,6 +62,20 @@
  *                         does not see the caller and frees under it (a
  *                         draft of entry.c had this; found by a second
  *                         model of the protocol).
+ *   -DBUG_NO_STATE_RECHECK (with -DFUTEX) the waiter at the bound does not
+ *                         load the state after it counts itself as a
+ *                         waiter: a destroy that stored DRAINING and rang
+ *                         space_seq before the waiter's load of seq is
+ *                         missed, pending still looks full (held up by the
+ *                         refill units of other submitters that then see
+ *                         DRAINING and undo, so no claim rings) and the
+ *                         waiter sleeps for ever (in C: until its 1 ms
+ *                         timeout). Found with 3 callers at MAX 4 (the
+ *                         units of two refills fill the bound) and with 2
+ *                         callers at MAX 2 (one refill fills it); not with
+ *                         2 callers at MAX 4 (one caller holds at most K
+ *                         units in flight and K - 1 credits), nor with
+ *                         LATE_DESTROY (nobody waits when destroy comes).
  * Variants that pass: -DNO_HALF (credits up to the full bound) and
  * -DNO_RECLAIM, also both together with idle holders and LATE_DESTROY.
  * The bound stays live without either: a refill keeps credits only if
@@ -74,6 +88,26 @@
  * it; without the rule, idle holders could keep pending above space_low
  * and the waiter would run on its 1 ms timeout.) The reclaim is for
  * exactness: idle threads' credits do not count against the bound.
+ *
+ * -DFUTEX replaces that abstract wait with the futex wait of
+ * runtime/submit.c:knit__space_wait for a submitter outside the pool (no
+ * lane waiter, no worker): after the reclaim, the state load of
+ * knit__pending_acquire (refused if not LIVE), then seq = space_seq,
+ * space_waiters + 1, the state re-check (not LIVE: no sleep, back to the
+ * refill, which finds the state and is refused), and only if pending >=
+ * MAX a FUTEX_WAIT on space_seq == seq with NO timeout, so a wake-up that
+ * is missed is an invalid end state; then space_waiters - 1. space_seq is
+ * rung (incremented; the waiters' guard is the FUTEX_WAKE) by destroy
+ * right after its DRAINING store (runtime/pool.c:knit_pool_destroy), and
+ * by a claim as runtime/pool.c:knit__space_notify: after the claim's RMW,
+ * a load of space_waiters, and a ring only if it is > 0 and pending after
+ * the claim is at most SPACE_LOW (MAX - 1 here: max_pending -
+ * max(max_pending / 8, 1)). The worker claims one task at a time (C
+ * subtracts a batch in one RMW). Passes: 2 callers at MAX 2 (R=1 S=1,
+ * R=1 S=2), 3 callers with LATE_DESTROY (claims alone ring every waiter,
+ * no timeout needed), and 3 callers at MAX 4 without LATE_DESTROY (49M
+ * states, 93 s, over the 4 GB of check_models.sh without -DCOLLAPSE:
+ * checked by hand with pan built with -DCOLLAPSE).
  */
 #ifndef NCONS
 #define NCONS 2
@@ -96,6 +130,12 @@
 #define ROOM (MAX / 2)
 #endif
 
+#ifdef FUTEX
+#ifndef SPACE_LOW
+#define SPACE_LOW (MAX - 1) /* pool.c: max_pending - max(max_pending / 8, 1) */
+#endif
+#endif
+
 #define LIVE 0
 #define DRAINING 1
 #define DEAD 2
@@ -110,6 +150,10 @@ byte ncalled = 0; /* callers that finished */
 bit sh[NCONS];
 bit si[NCONS];
 byte sc[NCONS];
+#ifdef FUTEX
+byte space_seq = 0;     /* the futex word submitters at the bound sleep on */
+byte space_waiters = 0; /* submitters inside knit__space_wait */
+#endif
 
 inline sub(n) {
     assert(pend >= (n) && live >= (n));
@@ -143,9 +187,26 @@ inline revoke_all() {
 }
 
 proctype Worker() {
+#ifdef FUTEX
+    byte np; /* pending after the claim (from the RMW's old value) */
+#endif
 end:
     do
-    :: atomic { queue > 0 -> queue--; assert(pend > 0); pend-- };
+    :: atomic { queue > 0 -> queue--; assert(pend > 0); pend--
+#ifdef FUTEX
+                ; np = pend
+#endif
+       };
+#ifdef FUTEX
+       /* knit__space_notify: the load of space_waiters (seq-cst), then
+        * the ring (increment; the FUTEX_WAKE is the blocked waiters'
+        * guard becoming true) only at or below space_low. */
+       if
+       :: space_waiters > 0 && np <= SPACE_LOW -> atomic { space_seq++ }
+       :: else
+       fi;
+       np = 0;
+#endif
        assert(!freed);
        atomic { assert(live > 0); live-- }
     od
@@ -153,6 +214,9 @@ end:
 
 proctype Caller(byte me) {
     byte r = 0, s, n, lc, j;
+#ifdef FUTEX
+    byte myseq;
+#endif
     bit ok, after, found;
     do
     :: r < R ->
@@ -237,9 +301,40 @@ refill:
 #ifndef NO_RECLAIM
             revoke_all();
 #endif
+#ifdef FUTEX
+            /* knit__pending_acquire: the state load (acquire) before the
+             * wait, then knit__space_wait */
+            if
+            :: state != LIVE -> goto refused
+            :: else
+            fi;
+            myseq = space_seq;           /* 1: seq (acquire) */
+            atomic { space_waiters++ };  /* 2: a waiter (seq-cst RMW) */
+#ifndef BUG_NO_STATE_RECHECK
+            if
+            :: state != LIVE -> goto unwait /* 3: stopping: no sleep */
+            :: else
+            fi;
+#endif
+            if
+            :: pend >= MAX ->            /* 4: counts (seq-cst), full */
+                /* FUTEX_WAIT on space_seq == seq, no timeout */
+                atomic {
+                    if
+                    :: space_seq != myseq -> skip /* returns at once */
+                    :: else -> (space_seq != myseq) /* blocks until rung */
+                    fi
+                }
+            :: else                      /* sched_yield */
+            fi;
+unwait:
+            atomic { space_waiters--; myseq = 0 }; /* 5 */
+            goto refill;
+#else
             /* wait for room; destroy's wake ends the wait too */
             (pend < MAX || state != LIVE);
             goto refill;
+#endif
 publish:
             assert(!after);
             assert(!freed);
@@ -279,6 +374,11 @@ proctype Destroyer() {
     ncalled == NCONS;
 #endif
     state = DRAINING;
+#ifdef FUTEX
+    /* Submitters blocked at the bound see the new state and leave: the
+     * ring of space_seq (seq-cst increment, then FUTEX_WAKE). */
+    atomic { space_seq++ };
+#endif
     do
     :: revoke_all();
        if
