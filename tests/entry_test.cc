@@ -378,6 +378,12 @@ TEST(Credits, AnIdleThreadsCreditsDoNotBlockTheBound) {
         });
         for (int i = 0; i < 100 && stats_pending(p) + 1 < bound - 31; i++)
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        // The filler waits at the bound now, and takes idle credits back
+        // in each round of its wait. This thread's own (from the gate's
+        // submit) may have escaped a round while it was inside the stats
+        // call above, so look for the outcome, without entering the pool.
+        for (int i = 0; i < 400 && knit__entries_credits(p) != 0; i++)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
         EXPECT_EQ(0u, knit__entries_credits(p)) << "the bound took the idle credits";
         gate.release();
         filler.join();
