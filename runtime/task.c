@@ -194,8 +194,14 @@ bool knit__task_inline(struct knit__pool *p, knit_future *f,
      * continuation may still wait for its antecedent, a group member
      * has no future to await. Written before the future reached its
      * user. The relaxed load skips the deque when a worker has the task
-     * already. */
-    if (f->promise || f->chained || f->group != NULL ||
+     * already. The two flags are loaded one byte each (relaxed builtin
+     * loads of plain bytes, which the compiler may not merge): as plain
+     * loads of adjacent bytes, gcc read them as one 8-byte word that also
+     * holds in_kind, which the worker's settle may be writing
+     * (knit__payload_settle): no race in C, but a wider load than the
+     * program's, and TSan reported it. */
+    if (__atomic_load_n(&f->promise, __ATOMIC_RELAXED) ||
+        __atomic_load_n(&f->chained, __ATOMIC_RELAXED) || f->group != NULL ||
         atomic_load_explicit(&f->state, memory_order_relaxed) != KNIT__F_PENDING)
         return false;
     /* Fork-join: a child pushed from a task on this thread is usually the
