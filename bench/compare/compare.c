@@ -2,12 +2,16 @@
  * libuv and pigz, in one run on one machine.
  *
  *   ./bazelw run //bench:compare -- [--quick] [--out DIR] [--threads N]
- *                                   [--reps R] [--rows a,b] [--runtimes a,b]
+ *                                   [--reps R] [--rounds K]
+ *                                   [--rows a,b] [--runtimes a,b]
  *
  * Every row runs for knit under each registered discipline that accepts N
  * workers, and for each peer; every (row, runtime) pair runs in its own
  * child process (one workload binary per runtime, see work_util.h for the
- * protocol), so runtimes never share a process. The driver prints a table
+ * protocol), so runtimes never share a process. The whole list runs K
+ * times over (3 by default, 1 with --quick), each job for R/K reps a
+ * round: the VM's speed drifts 2-3x over minutes, and interleaving gives
+ * every runtime the same share of fast and slow spells. The driver prints a table
  * (median, min, max per row and runtime, and knit's median over the best
  * peer's), the targets of issues 7, 12, 13 and 19, and writes
  * bench-results.csv, the table and a gnuplot chart (bench-chart.png) into
@@ -202,7 +206,8 @@ static void fail_series(series *s, const char *fmt, ...) {
 
 static struct {
     int quick, verbose, no_timeline;
-    unsigned threads, reps;
+    unsigned threads, reps, rounds;
+    unsigned per_round; /* reps of each job in one round: reps / rounds, rounded up */
     char out[PATH_MAX];
     char rows[256], runtimes[256]; /* comma lists; empty: all */
 } opt;
@@ -254,7 +259,11 @@ static void usage(FILE *f) {
             "  --out DIR        default: $BUILD_WORKSPACE_DIRECTORY/bench-out under\n"
             "                   bazel run, else ./bench-out\n"
             "  --threads N      worker threads for every runtime (default 2)\n"
-            "  --reps R         repetitions per row and runtime (default 5; quick 3)\n"
+            "  --reps R         repetitions per row and runtime (default 6; quick 3)\n"
+            "  --rounds K       run the whole job list K times over, each job for\n"
+            "                   R/K reps (rounded up) in its own process each time\n"
+            "                   (default 3; quick 1), so every runtime meets the\n"
+            "                   machine's fast and slow spells alike\n"
             "  --rows LIST      only these rows (comma-separated): rtt,throughput-1,\n"
             "                   throughput-1-caller-runs,\n"
             "                   throughput-4,fib,skynet,pipeline,reduce,pgzip,\n"
@@ -278,9 +287,10 @@ static unsigned parse_uint(const char *opt_name, const char *s, unsigned lo, uns
 }
 
 static void parse_args(int argc, char **argv) {
-    int reps_given = 0;
+    int reps_given = 0, rounds_given = 0;
     opt.threads = 2;
-    opt.reps = 5;
+    opt.reps = 6;
+    opt.rounds = 3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--quick")) {
@@ -296,6 +306,8 @@ static void parse_args(int argc, char **argv) {
             opt.threads = parse_uint("--threads", v, 1, 256), i++;
         } else if (!strcmp(a, "--reps")) {
             opt.reps = parse_uint("--reps", v, 1, MAX_VALUES), i++, reps_given = 1;
+        } else if (!strcmp(a, "--rounds")) {
+            opt.rounds = parse_uint("--rounds", v, 1, MAX_VALUES), i++, rounds_given = 1;
         } else if (!strcmp(a, "--out") && v) {
             sfmt(opt.out, sizeof opt.out, "%s", v), i++;
         } else if (!strcmp(a, "--rows") && v) {
@@ -309,6 +321,9 @@ static void parse_args(int argc, char **argv) {
         }
     }
     if (opt.quick && !reps_given) opt.reps = 3;
+    if (opt.quick && !rounds_given) opt.rounds = 1;
+    if (opt.rounds > opt.reps) opt.rounds = opt.reps; /* at least one rep a round */
+    opt.per_round = (opt.reps + opt.rounds - 1) / opt.rounds;
     if (opt.out[0] == '\0') {
         const char *ws = getenv("BUILD_WORKSPACE_DIRECTORY");
         sfmt(opt.out, sizeof opt.out, "%s/bench-out", ws && *ws ? ws : ".");
@@ -539,6 +554,7 @@ static void timeline_env(int on) {
 typedef struct job {
     const char *row, *runtime, *variant;
     series *touched[8];
+    unsigned before[8]; /* each touched series' count before this job */
     unsigned ntouched;
 } job;
 
@@ -575,11 +591,14 @@ static int job_line(void *ctx, char *line) {
         sfmt(var, sizeof var, "%s", tlvar);
     }
     series *s = get_series(row, rt, var);
-    add_value(s, v, unit, better);
     unsigned k;
     for (k = 0; k < j->ntouched && j->touched[k] != s; k++) {
     }
-    if (k == j->ntouched && j->ntouched < 8) j->touched[j->ntouched++] = s;
+    if (k == j->ntouched && j->ntouched < 8) {
+        j->before[j->ntouched] = s->n;
+        j->touched[j->ntouched++] = s;
+    }
+    add_value(s, v, unit, better);
     return 0;
 }
 
@@ -599,7 +618,7 @@ static void run_workload(const workload *w, const char *runtime, const char *var
         return;
     }
     sfmt(threads, sizeof threads, "%u", opt.threads);
-    sfmt(reps, sizeof reps, "%u", opt.reps);
+    sfmt(reps, sizeof reps, "%u", opt.per_round);
     char *argv[12];
     int a = 0;
     argv[a++] = bin;
@@ -638,10 +657,12 @@ static void run_workload(const workload *w, const char *runtime, const char *var
         return;
     }
     for (unsigned k = 0; k < j.ntouched; k++)
-        if (j.touched[k]->n < opt.reps)
-            fail_series(j.touched[k], "%u of %u reps", j.touched[k]->n, opt.reps);
+        if (j.touched[k]->n - j.before[k] < opt.per_round)
+            fail_series(j.touched[k], "%u of %u reps", j.touched[k]->n - j.before[k],
+                        opt.per_round);
     series *s0 = j.touched[0];
-    printf("%u reps in %5.1f s, last %.4g %s\n", s0->n, r.secs, s0->v[s0->n - 1], s0->unit);
+    printf("%u reps in %5.1f s, last %.4g %s\n", s0->n - j.before[0], r.secs,
+           s0->v[s0->n - 1], s0->unit);
 }
 
 /* ------------------------------------------------------------------ */
@@ -776,7 +797,8 @@ static void run_pgzip(const char *row, const char *runtime, const char *variant,
     sfmt(out, sizeof out, "%s/out.gz", tmp_dir);
     sfmt(threads, sizeof threads, "%u", opt.threads);
     double t_all = now_s();
-    for (unsigned rep = 1; rep <= opt.reps && !stop_requested(); rep++) {
+    unsigned before = s->n;
+    for (unsigned rep = 1; rep <= opt.per_round && !stop_requested(); rep++) {
         unlink(out);
         run_result r;
         if (is_knit) {
@@ -807,7 +829,7 @@ static void run_pgzip(const char *row, const char *runtime, const char *variant,
             fail_series(s, "%s", why);
             break;
         }
-        if (check_gzip(out, rep == 1, why, sizeof why) != 0) {
+        if (check_gzip(out, rep == 1 && before == 0, why, sizeof why) != 0) {
             fail_series(s, "%s", why);
             break;
         }
@@ -827,7 +849,7 @@ static void run_pgzip(const char *row, const char *runtime, const char *variant,
         printf("FAILED (%s)\n", s->note);
     else
         printf("%u reps in %5.1f s, last %.4g MiB/s, ratio %.3f (gzip -t ok, round trip ok)\n",
-               s->n, now_s() - t_all, s->n ? s->v[s->n - 1] : 0.0, s->cratio);
+               s->n - before, now_s() - t_all, s->n ? s->v[s->n - 1] : 0.0, s->cratio);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1274,8 +1296,9 @@ int main(int argc, char **argv) {
             sfmt(variants[nvariants++], sizeof variants[0], "ticket" TL_SUFFIX);
             break;
         }
-    printf("knit compare: %s run, %u thread%s per runtime, %u reps\n", opt.quick ? "quick" : "full",
-           opt.threads, opt.threads == 1 ? "" : "s", opt.reps);
+    printf("knit compare: %s run, %u thread%s per runtime, %u round%s of %u rep%s\n",
+           opt.quick ? "quick" : "full", opt.threads, opt.threads == 1 ? "" : "s", opt.rounds,
+           opt.rounds == 1 ? "" : "s", opt.per_round, opt.per_round == 1 ? "" : "s");
     printf("machine: %s, %ld CPUs, %s %s; load average at start %s\n", cpu, ncpu, un.sysname,
            un.release, load0);
     printf("knit disciplines run:");
@@ -1295,21 +1318,29 @@ int main(int argc, char **argv) {
             total += kind_of(rt) == K_KNIT && !WORKLOADS[w].first_variant ? (int)nvariants : 1;
         }
     }
+    total *= (int)opt.rounds;
     double t0 = now_s();
     int index = 0;
-    for (size_t w = 0; w < NWORKLOADS && !stop_requested(); w++) {
-        const workload *wl = &WORKLOADS[w];
-        if (!in_list(opt.rows, wl->row)) continue;
-        for (int r = 0; r < 6 && wl->runtimes[r] && !stop_requested(); r++) {
-            const char *rt = wl->runtimes[r];
-            if (!in_list(opt.runtimes, rt)) continue;
-            unsigned nv = kind_of(rt) == K_KNIT && !wl->first_variant ? nvariants : 1;
-            for (unsigned v = 0; v < nv && !stop_requested(); v++) {
-                const char *var = kind_of(rt) == K_KNIT ? variants[v] : "-";
-                if (!strncmp(wl->row, "pgzip", 5))
-                    run_pgzip(wl->row, rt, var, ++index, total);
-                else
-                    run_workload(wl, rt, var, ++index, total);
+    /* Round after round of the whole list: this VM's speed swings 2-3x
+     * between spells of minutes, and a row whose runtimes all ran in one
+     * stretch compared whichever spell each one met. Interleaved, each
+     * runtime's median is taken over every spell the run went through. */
+    for (unsigned round = 1; round <= opt.rounds && !stop_requested(); round++) {
+        if (opt.rounds > 1) printf("round %u of %u\n", round, opt.rounds);
+        for (size_t w = 0; w < NWORKLOADS && !stop_requested(); w++) {
+            const workload *wl = &WORKLOADS[w];
+            if (!in_list(opt.rows, wl->row)) continue;
+            for (int r = 0; r < 6 && wl->runtimes[r] && !stop_requested(); r++) {
+                const char *rt = wl->runtimes[r];
+                if (!in_list(opt.runtimes, rt)) continue;
+                unsigned nv = kind_of(rt) == K_KNIT && !wl->first_variant ? nvariants : 1;
+                for (unsigned v = 0; v < nv && !stop_requested(); v++) {
+                    const char *var = kind_of(rt) == K_KNIT ? variants[v] : "-";
+                    if (!strncmp(wl->row, "pgzip", 5))
+                        run_pgzip(wl->row, rt, var, ++index, total);
+                    else
+                        run_workload(wl, rt, var, ++index, total);
+                }
             }
         }
     }
@@ -1327,9 +1358,10 @@ int main(int argc, char **argv) {
     char path[PATH_MAX + 32];
     sfmt(path, sizeof path, "%s/bench-table.txt", opt.out);
     table_file = fopen(path, "w");
-    out("\nknit vs peers, %s, %s (%ld CPUs), %u worker thread%s, %u reps (%s run, %.0f s;\n"
-        "load average %s at start, %s at end)\n",
-        date, cpu, ncpu, opt.threads, opt.threads == 1 ? "" : "s", opt.reps,
+    out("\nknit vs peers, %s, %s (%ld CPUs), %u worker thread%s, %u round%s of %u rep%s\n"
+        "(interleaved; %s run, %.0f s; load average %s at start, %s at end)\n",
+        date, cpu, ncpu, opt.threads, opt.threads == 1 ? "" : "s", opt.rounds,
+        opt.rounds == 1 ? "" : "s", opt.per_round, opt.per_round == 1 ? "" : "s",
         opt.quick ? "quick" : "full", elapsed, load0, load1);
     print_table();
     print_targets();
