@@ -30,6 +30,17 @@
  * publisher whose B1 was the compiler barrier fences before it trusts a
  * spinner (knit__pool_notify_published).
  *
+ * A spinner's grace (a scheduling choice; no protocol changes): a spinner
+ * that has looked in vain a few times and then finds a carpet of another
+ * thread with exactly one pending lane leaves it for about a microsecond,
+ * then claims what is still there. A thread that submits and then awaits
+ * comes back for its task in less and runs it itself, with no line
+ * crossing cores; a thread that does not await loses a microsecond. Once
+ * a grace ended with its lanes gone (an awaiter took them), the spinner
+ * scans every 2 us instead of back to back until it finds work, so its
+ * reads do not pull the awaiter's carpet lines away. It stays counted in
+ * `spinning` all along, so the parking argument above is unchanged.
+ *
  * Lifetime against destroy: every public entry point that touches the
  * pool enters it (runtime/entry.c: a per-thread slot, then a re-check of
  * the state); knit_pool_destroy moves the state on first and waits until
@@ -289,6 +300,16 @@ static unsigned knit__claim_into(struct knit__pool *p, knit_carpet *c,
 static struct knit__frame *knit__find_frame(struct knit__pool *p,
                                             unsigned consumer);
 
+/* Whether the idle spinner w leaves carpet c alone for its grace (see
+ * knit__worker_main): c holds exactly one pending lane, as after a submit
+ * that its thread is about to await; a carpet with more is a stream, and
+ * is claimed at once. */
+static bool knit__grace_wanted(const struct knit__worker *w, knit_carpet *c) {
+    if (w == NULL || !w->idle_scan || w->graced) return false;
+    uint32_t pending = knit_carpet_host_bits(c) ^ knit_carpet_worker_bits(c);
+    return pending != 0 && (pending & (pending - 1)) == 0;
+}
+
 /* The next thing to run, in the order of DESIGN.md: this consumer's own
  * deque, then another consumer's shared frames (*fr; thieves look at
  * frames before carpets: a stolen frame is the oldest, largest piece of a
@@ -321,6 +342,10 @@ static knit_future *knit__find(struct knit__pool *p, unsigned consumer,
     for (uint32_t k = 0; k < n_all; k++) {
         uint32_t i = (start + k) % n_all;
         knit_carpet *c = atomic_load_explicit(&p->all[i], memory_order_acquire);
+        if (knit__grace_wanted(w, c)) {
+            w->grace_hit = true; /* see knit__worker_main */
+            continue;
+        }
         if (knit__claim_into(p, c, consumer, w, rec, &f)) {
             if (w != NULL) w->scan = i;
             if (f == NULL) f = knit__deque_steal(mine);
@@ -458,9 +483,38 @@ static void *knit__worker_main(void *arg) {
     bool spinning = false;
     for (;;) {
         struct knit__frame *fr;
+        w->idle_scan = spinning && idle >= KNIT__GRACE_IDLE;
         knit_future *f = knit__find(p, w->id, w, w->rec, &fr);
+        w->idle_scan = false;
+        if (f == NULL && fr == NULL && w->grace_hit) {
+            /* An idle spinner that finds a lone lane in another thread's
+             * carpet (knit__grace_wanted) leaves it alone for about a
+             * microsecond before it claims it: a thread that submits and
+             * then awaits comes back for its task in less, and runs it
+             * itself with no line crossing cores (rtt: the awaiter and the
+             * spinner raced for every lane, the spinner won about half,
+             * and each of its claims cost line crossings both ways). Once
+             * per idle spell; a worker that just woke, ran a task or is
+             * between the lanes of a stream is not idle (KNIT__GRACE_IDLE),
+             * and its own carpets and every deque get no grace (fork-join,
+             * pipelines). */
+            w->grace_hit = false;
+            w->graced = true; /* the next find claims what is left */
+            for (unsigned i = 0; i < KNIT__GRACE_PAUSES; i++) knit__cpu_relax();
+            continue;
+        }
+        /* The grace's lanes were gone when it ended: another thread (an
+         * awaiter, most likely) runs what is published now. Look less
+         * often from here on, so this spinner's reads take the lines of
+         * its carpet from that thread's cache less often; it is still
+         * counted as spinning, so that thread's submits wake nobody.
+         * Found work, or found none pending: a new spell. */
+        if (w->graced && f == NULL && fr == NULL) w->pace = KNIT__PACE_PAUSES;
+        w->grace_hit = false;
+        w->graced = false;
         if (f != NULL || fr != NULL) {
             idle = 0;
+            w->pace = 1;
             /* Members kept back go to their group before anything else
              * runs (see knit__group_drop_defer); f is ours now. */
             if (w->drop_n != 0 && (f == NULL || f->group != w->drop_group))
@@ -504,7 +558,7 @@ static void *knit__worker_main(void *arg) {
          * thread that submits. */
         idle++;
         if (idle < p->spin) {
-            knit__cpu_relax();
+            for (unsigned i = 0; i < w->pace; i++) knit__cpu_relax();
         } else if (idle < p->spin + 4) {
             sched_yield();
         } else {
@@ -744,6 +798,7 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
         w->id = i;
         w->pool = p;
         w->scan = i;
+        w->pace = 1;
         w->rec = knit__producer_add(p, false);
         if (w->rec == NULL) {
             knit__pool_free(p);

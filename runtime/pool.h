@@ -52,6 +52,15 @@
 #define KNIT__CREDITS_MAX 32u
 #define KNIT__CREDIT_MIN_BOUND 2048u
 #define KNIT__DEFAULT_SPIN 64u
+/* An idle spinner's grace for another thread's publication, in cpu
+ * relaxes: about 1 us here (a pause is 20 ns on this EPYC). */
+#define KNIT__GRACE_PAUSES 50u
+/* Empty scans before a spinner gives a grace: a worker between the
+ * lanes of a stream finds the next one within a scan or two. */
+#define KNIT__GRACE_IDLE 4u
+/* An idle spinner's relaxes between scans once another thread took the
+ * lanes of its grace: about 2 us. */
+#define KNIT__PACE_PAUSES 100u
 #define KNIT__DEFAULT_AWAIT_SPIN_NS 50000
 #define KNIT__DEFAULT_ARENA ((size_t)64 << 20)
 #define KNIT__PARKED_WORDS (KNIT_MAX_THREADS / 64)
@@ -272,6 +281,12 @@ struct knit__worker {
     struct knit_group *drop_group;
     uint32_t drop_n;
     bool top_run; /* the loop is starting a task (knit__task_run takes it) */
+    /* The grace an idle spinner gives a publication it finds (owner only;
+     * see knit__worker_main): `idle_scan` while the loop's find follows
+     * an empty one, `grace_hit` when that find passed over a carpet with
+     * pending lanes, `graced` once this idle spell's grace was given. */
+    bool idle_scan, grace_hit, graced;
+    unsigned pace; /* relaxes between idle scans: 1, or KNIT__PACE_PAUSES */
     struct knit__pool *pool;
     struct knit__producer *rec;
 };

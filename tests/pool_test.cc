@@ -614,6 +614,49 @@ TEST(Pool, OutsideAwaitHelpsWithItsOwnTaskExactly) {
     knit_future_release(blocker);
 }
 
+// An idle spinner leaves a lone lane of another thread's carpet alone for
+// a moment (the thread may be about to await it and run it itself), and
+// once it saw an awaiter take such lanes it looks less often. Neither may
+// keep a task that nobody awaits from a worker: rounds of submit + await
+// (the awaiter takes them, the spinner learns to wait) alternate with a
+// submit that is never awaited, which must run on a worker, soon.
+TEST_P(PoolBySched, AnUnawaitedSubmitStillReachesAWorker) {
+    Pool pool(2, GetParam());
+    uint64_t submitted = 0;
+    for (int round = 0; round < 40; round++) {
+        for (int i = 0; i < 50; i++) {
+            knit_future *f = nullptr;
+            ASSERT_EQ(0, knit_submit(pool, ret_arg, reinterpret_cast<void *>(5), &f));
+            void *r = nullptr;
+            ASSERT_EQ(0, knit_await(f, -1, &r)) << knit_last_error();
+            EXPECT_EQ(reinterpret_cast<void *>(5), r);
+            knit_future_release(f);
+            submitted++;
+        }
+        // A pause of 0-3 ms: the spinner is somewhere in its idle spell
+        // (its grace, a paced scan, its yields, or parked) when the lone
+        // task arrives.
+        std::this_thread::sleep_for(std::chrono::microseconds((round % 4) * 1000));
+        Where where;
+        knit_future *f = nullptr;
+        ASSERT_EQ(0, knit_submit(pool, note_thread, &where, &f));
+        submitted++;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (where.runs.load() == 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::yield();
+        ASSERT_EQ(1, where.runs.load()) << "round " << round << ": never ran";
+        EXPECT_NE(std::this_thread::get_id(), where.thread);
+        void *r = nullptr;
+        EXPECT_EQ(0, knit_await(f, -1, &r));
+        EXPECT_EQ(reinterpret_cast<void *>(11), r);
+        knit_future_release(f);
+    }
+    knit_pool_stats_t st = quiet_stats(pool, submitted);
+    EXPECT_EQ(submitted, st.completed);
+    EXPECT_EQ(submitted, st.tasks_run);
+    EXPECT_EQ(0u, st.pending);
+}
+
 TEST(Pool, AwaitInsideATaskRunsTheYoungerSiblingFirst) {
     // One worker, and the main thread's wait is bounded (it never helps):
     // the parent's children can only run on the parent's thread.
