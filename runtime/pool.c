@@ -32,10 +32,10 @@
  *
  * A spinner's grace (a scheduling choice; no protocol changes): a spinner
  * that has looked in vain a few times and then finds a carpet of another
- * thread with exactly one pending lane leaves it for about a microsecond,
- * then claims what is still there. A thread that submits and then awaits
- * comes back for its task in less and runs it itself, with no line
- * crossing cores; a thread that does not await loses a microsecond. Once
+ * thread with exactly one pending lane leaves it for about half a
+ * microsecond, then claims what is still there. A thread that submits and
+ * then awaits comes back for its task in less and runs it itself, with no
+ * line crossing cores; a task nobody awaits starts that much later. Once
  * a grace ended with its lanes gone (an awaiter took them), the spinner
  * scans every 2 us instead of back to back until it finds work, so its
  * reads do not pull the awaiter's carpet lines away. It stays counted in
@@ -488,8 +488,8 @@ static void *knit__worker_main(void *arg) {
         w->idle_scan = false;
         if (f == NULL && fr == NULL && w->grace_hit) {
             /* An idle spinner that finds a lone lane in another thread's
-             * carpet (knit__grace_wanted) leaves it alone for about a
-             * microsecond before it claims it: a thread that submits and
+             * carpet (knit__grace_wanted) leaves it alone for about half
+             * a microsecond before it claims it: a thread that submits and
              * then awaits comes back for its task in less, and runs it
              * itself with no line crossing cores (rtt: the awaiter and the
              * spinner raced for every lane, the spinner won about half,
