@@ -284,8 +284,9 @@ struct knit__worker {
     bool top_run; /* the loop is starting a task (knit__task_run takes it) */
     /* The grace an idle spinner gives a publication it finds (owner only;
      * see knit__worker_main): `idle_scan` while the loop's find follows
-     * an empty one, `grace_hit` when that find passed over a carpet with
-     * pending lanes, `graced` once this idle spell's grace was given. */
+     * KNIT__GRACE_IDLE or more empty ones, `grace_hit` when that find
+     * passed over a carpet with one pending lane (knit__grace_wanted),
+     * `graced` once this idle spell's grace was given. */
     bool idle_scan, grace_hit, graced;
     unsigned pace; /* relaxes between idle scans: 1, or KNIT__PACE_PAUSES */
     struct knit__pool *pool;
