@@ -77,14 +77,9 @@ struct Flag {
 
 class Handover : public ::testing::TestWithParam<int> {};
 
-// The reproduction: the main thread grows ~2,045 carpets in one
-// burst and goes idle; thread A then needs more carpets than the registry
-// has left; thread B submits for the first time while A's tasks are stuck
-// behind a closed gate. Before the fix B waited forever (and A too, once
-// the registry ran out).
-TEST_P(Handover, IdleThreadsCarpetsServeOthers) {
-    const int policy = GetParam();
-    Pool pool(2, nullptr, 0, policy);
+// A burst from this thread that grows ~2,045 carpets (nearly the whole
+// registry of the default max_pending), run and awaited.
+void grow_carpets(knit_pool *pool) {
     const size_t burst = 65436;  // under the default max_pending (65,536)
     Gate g1;
     std::vector<knit_future *> fs(burst);
@@ -95,7 +90,13 @@ TEST_P(Handover, IdleThreadsCarpetsServeOthers) {
     g1.release();
     ASSERT_EQ(0, knit_await_all(fs.data(), fs.size(), -1)) << knit_last_error();
     for (auto *f : fs) knit_future_release(f);
+}
 
+// While `holder` keeps the carpets grown_carpets made: thread A needs more
+// carpets than the registry has left, and thread B submits for the first
+// time while A's tasks are stuck behind a closed gate. Both must be
+// served from the holder's carpets.
+void others_are_served(knit_pool *pool, const char *holder) {
     Gate g2;
     Flag a_done, b_submitted;
     std::atomic<int> a_rc{0}, b_rc{1};
@@ -109,8 +110,9 @@ TEST_P(Handover, IdleThreadsCarpetsServeOthers) {
         }
         a_done.raise();
     });
-    ASSERT_TRUE(a_done.wait_for(std::chrono::seconds(60)))
-        << "thread A's submits did not return while the main thread held idle carpets";
+    bool a_served = a_done.wait_for(std::chrono::seconds(60));
+    EXPECT_TRUE(a_served) << "thread A's submits did not return while " << holder
+                          << " held idle carpets";
     EXPECT_EQ(0, a_rc.load()) << knit_last_error();
     knit_future *bf = nullptr;
     std::thread b([&] {
@@ -128,11 +130,48 @@ TEST_P(Handover, IdleThreadsCarpetsServeOthers) {
     EXPECT_TRUE(served) << "thread B's first submit waited for a carpet";
     EXPECT_EQ(0, b_rc.load());
     knit_pool_stats_t st = stats(pool);
-    EXPECT_GT(st.carpets_moved, 0u) << "A's carpets came from the idle main thread";
+    EXPECT_GT(st.carpets_moved, 0u) << "A's carpets came from " << holder;
     EXPECT_LE(st.carpets, 65536u / KNIT_LANES + 2 + 64) << "never past the registry";
     g2.release();
     a.join();
     b.join();
+}
+
+// The reproduction: the main thread grows ~2,045 carpets in one
+// burst and goes idle; then others_are_served. Before the fix B waited
+// forever (and A too, once the registry ran out).
+TEST_P(Handover, IdleThreadsCarpetsServeOthers) {
+    Pool pool(2, nullptr, 0, GetParam());
+    grow_carpets(pool);
+    others_are_served(pool, "the idle main thread");
+}
+
+// The same with the holder inside a call into the pool that waits for
+// long (knit_group_wait) rather than outside it: a thread inside the pool
+// that is not submitting keeps no carpet from a taker. (A submit marks
+// its thread's entry slot as publishing, and takers skip marked threads;
+// the mark is the submit's, not the call's: see struct knit__producer.)
+TEST_P(Handover, CarpetsOfAThreadWaitingInsideThePoolServeOthers) {
+    Pool pool(2, nullptr, 0, GetParam());
+    Gate hold;
+    Flag grown;
+    std::atomic<int> wait_rc{1};
+    std::thread holder([&] {
+        grow_carpets(pool);
+        knit_group *g = nullptr;
+        ASSERT_EQ(0, knit_group_create(pool, &g)) << knit_last_error();
+        ASSERT_EQ(0, knit_group_submit(g, gated, &hold)) << knit_last_error();
+        grown.raise();
+        wait_rc = knit_group_wait(g, -1);  // inside the pool until `hold` opens
+        EXPECT_EQ(0, knit_group_destroy(g)) << knit_last_error();
+    });
+    ASSERT_TRUE(grown.wait_for(std::chrono::seconds(120))) << "the holder's burst";
+    // Let the holder get into its wait (it helps for a while first).
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    others_are_served(pool, "a thread waiting inside the pool");
+    hold.release();
+    holder.join();
+    EXPECT_EQ(0, wait_rc.load());
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, Handover, ::testing::Values(KNIT_BLOCK, KNIT_FAIL),
