@@ -41,6 +41,28 @@ void *gated(knit_task *, void *arg) {
     return nullptr;
 }
 
+// A gate that counts the tasks that passed it, so a test can wait for
+// detached tasks before the gate goes away.
+struct CountedGate {
+    Gate gate;
+    std::atomic<long> passed{0};
+    // Waits (bounded) until n tasks passed the gate.
+    bool wait_passed(long n) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        while (passed.load() < n)
+            if (std::chrono::steady_clock::now() > until) return false;
+            else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return true;
+    }
+};
+
+void *counted_gated(knit_task *, void *arg) {
+    auto *g = static_cast<CountedGate *>(arg);
+    g->gate.wait();
+    g->passed.fetch_add(1);
+    return nullptr;
+}
+
 void *ret_arg(knit_task *, void *arg) { return arg; }
 
 void *bump(knit_task *, void *arg) {
@@ -82,9 +104,15 @@ class Handover : public ::testing::TestWithParam<int> {};
 void grow_carpets(knit_pool *pool) {
     const size_t burst = 65436;  // under the default max_pending (65,536)
     Gate g1;
-    std::vector<knit_future *> fs(burst);
-    for (size_t i = 0; i < burst; i++)
-        ASSERT_EQ(0, knit_submit(pool, gated, &g1, &fs[i])) << i << ": " << knit_last_error();
+    std::vector<knit_future *> fs;
+    fs.reserve(burst);
+    for (size_t i = 0; i < burst; i++) {
+        knit_future *f = nullptr;
+        int rc = knit_submit(pool, gated, &g1, &f);
+        EXPECT_EQ(0, rc) << i << ": " << knit_last_error();
+        if (rc != 0) break;  // the submitted ones still run (g1 outlives them)
+        fs.push_back(f);
+    }
     const uint64_t grown = stats(pool).carpets;
     EXPECT_GE(grown, burst / KNIT_LANES) << "the burst needed its own carpets";
     g1.release();
@@ -97,16 +125,18 @@ void grow_carpets(knit_pool *pool) {
 // time while A's tasks are stuck behind a closed gate. Both must be
 // served from the holder's carpets.
 void others_are_served(knit_pool *pool, const char *holder) {
-    Gate g2;
+    CountedGate g2;
     Flag a_done, b_submitted;
     std::atomic<int> a_rc{0}, b_rc{1};
+    std::atomic<long> a_submitted{0};
     std::thread a([&] {
         for (int i = 0; i < 4000; i++) {
-            int rc = knit_submit(pool, gated, &g2, nullptr);
+            int rc = knit_submit(pool, counted_gated, &g2, nullptr);
             if (rc != 0) {
                 a_rc = rc;
                 break;
             }
+            a_submitted.fetch_add(1);
         }
         a_done.raise();
     });
@@ -132,9 +162,11 @@ void others_are_served(knit_pool *pool, const char *holder) {
     knit_pool_stats_t st = stats(pool);
     EXPECT_GT(st.carpets_moved, 0u) << "A's carpets came from " << holder;
     EXPECT_LE(st.carpets, 65536u / KNIT_LANES + 2 + 64) << "never past the registry";
-    g2.release();
+    g2.gate.release();
     a.join();
     b.join();
+    // A's detached tasks wait on g2: all of them run before it goes away.
+    EXPECT_TRUE(g2.wait_passed(a_submitted.load())) << "A's tasks did not all run";
 }
 
 // The reproduction: the main thread grows ~2,045 carpets in one
