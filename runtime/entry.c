@@ -31,11 +31,9 @@
  * unlinked when the thread exits (knit__thread_exit), under the registry
  * lock.
  *
- * Submit credits. A slot is one word {handle, PUB, INSIDE, credits}:
- * the handle is aligned to KNIT__HANDLE_ALIGN, so its 7 low bits hold the
- * PUB bit (a submit is publishing: the publishing mark, see struct
- * knit__producer in pool.h), the INSIDE bit (a call is under way) and up
- * to 31 credits. A credit is one unit (1 pending + 1
+ * Submit credits. A slot is one word {handle, INSIDE, credits}: the
+ * handle is line-aligned, so its 6 low bits hold the INSIDE bit (a call
+ * is under way) and up to 31 credits. A credit is one unit (1 pending + 1
  * live task) that this thread added to the pool's `counts` and has not
  * used for a task yet: with max_pending >= 2048 a submit that has none
  * takes 32 units in one RMW and keeps 31 (runtime/submit.c,
@@ -88,15 +86,12 @@
 
 #define KNIT__ENTRY_SLOTS 4
 
-/* A slot word: the handle (KNIT__HANDLE_ALIGN-aligned, so its low 7 bits
- * are free), the PUB bit (a submit is publishing: see struct
- * knit__producer in pool.h; set only with INSIDE), the INSIDE bit, and the
- * credits (see the top of this file). */
-#define KNIT__SLOT_PUB ((uintptr_t)64)
+/* A slot word: the handle (line-aligned, so its low 6 bits are free), the
+ * INSIDE bit, and the credits (see the top of this file). */
 #define KNIT__SLOT_INSIDE ((uintptr_t)32)
 #define KNIT__SLOT_CREDITS ((uintptr_t)31)
-#define KNIT__SLOT_LOW (KNIT__SLOT_PUB | KNIT__SLOT_INSIDE | KNIT__SLOT_CREDITS)
-static_assert(KNIT__HANDLE_ALIGN > KNIT__SLOT_LOW, "an aligned handle leaves the slot's low bits free");
+#define KNIT__SLOT_LOW (KNIT__SLOT_INSIDE | KNIT__SLOT_CREDITS)
+static_assert(KNIT__LINE > KNIT__SLOT_LOW, "a line-aligned handle leaves the slot's low bits free");
 static_assert(KNIT__CREDITS_MAX - 1 <= KNIT__SLOT_CREDITS, "a refill keeps K - 1 credits in the slot");
 
 struct knit__entries {
@@ -261,9 +256,7 @@ static unsigned knit__slot_free(struct knit__entries *e) {
     return KNIT__ENTRY_SLOTS;
 }
 
-/* knit__pool_enter; `pub` (a submit) is the mark an outermost entry
- * through a slot sets with INSIDE. */
-static int knit__enter(knit_pool *h, bool any, uintptr_t pub) {
+int knit__pool_enter(knit_pool *h, bool any) {
     if (h == NULL) return knit__fail(KNIT_EINVAL, "pool is NULL");
     if (knit__inside_own_task(h)) return 0;
     struct knit__entries *e = &knit__my_entries;
@@ -283,7 +276,7 @@ static int knit__enter(knit_pool *h, bool any, uintptr_t pub) {
          * a revoke emptied the slot (then the credits went with it). */
         uintptr_t v = atomic_load_explicit(&e->slot[i], memory_order_relaxed);
         if (knit__slot_pool(v) == h && /* not emptied since the find */
-            atomic_compare_exchange_strong_explicit(&e->slot[i], &v, v | KNIT__SLOT_INSIDE | pub,
+            atomic_compare_exchange_strong_explicit(&e->slot[i], &v, v | KNIT__SLOT_INSIDE,
                                                     memory_order_seq_cst,
                                                     memory_order_relaxed)) {
             uint32_t st = atomic_load_explicit(&h->state, memory_order_seq_cst);
@@ -306,10 +299,8 @@ static int knit__enter(knit_pool *h, bool any, uintptr_t pub) {
     }
     /* seq-cst store then seq-cst load: pairs with destroy's seq-cst state
      * store followed by its seq-cst loads of the slots
-     * (knit__entries_wait_out). With PUB, the store is also the owner's
-     * half of the publishing mark's Dekker pair (pool.h). */
-    atomic_store_explicit(&e->slot[i], (uintptr_t)h | KNIT__SLOT_INSIDE | pub,
-                          memory_order_seq_cst);
+     * (knit__entries_wait_out). */
+    atomic_store_explicit(&e->slot[i], (uintptr_t)h | KNIT__SLOT_INSIDE, memory_order_seq_cst);
     uint32_t st = atomic_load_explicit(&h->state, memory_order_seq_cst);
     if (!knit__enter_allowed(st, any)) {
         atomic_store_explicit(&e->slot[i], 0, memory_order_release);
@@ -319,14 +310,6 @@ static int knit__enter(knit_pool *h, bool any, uintptr_t pub) {
     e->narrow[i] = false;
     e->last = i;
     return 0;
-}
-
-int knit__pool_enter(knit_pool *h, bool any) {
-    return knit__enter(h, any, 0);
-}
-
-int knit__pool_enter_submit(knit_pool *h) {
-    return knit__enter(h, false, KNIT__SLOT_PUB);
 }
 
 void knit__pool_exit(knit_pool *h) {
@@ -347,9 +330,7 @@ void knit__pool_exit(knit_pool *h) {
             }
             /* release: what this call did to the pool happens before
              * destroy (seq-cst load of the slot) frees it, or before a
-             * revoke (acquire CAS) returns the credits; it clears PUB
-             * too, for a taker's seq-cst load (knit__entries_publishing),
-             * which then sees the carpets as this call left them. */
+             * revoke (acquire CAS) returns the credits. */
             atomic_store_explicit(&e->slot[i], c > 0 ? (uintptr_t)h | c : 0,
                                   memory_order_release);
         }
@@ -357,43 +338,6 @@ void knit__pool_exit(knit_pool *h) {
     }
     /* release: as above, for destroy's seq-cst loads of `users`. */
     atomic_fetch_sub_explicit(&h->users, 1, memory_order_release);
-}
-
-/* ---- the publishing mark (struct knit__producer in pool.h) ---- */
-
-bool knit__entry_publishing(const knit_pool *h) {
-    unsigned i = knit__slot_inside_index(h);
-    /* relaxed: the owner's own slot; only it sets or clears PUB. */
-    return i < KNIT__ENTRY_SLOTS &&
-           (atomic_load_explicit(&knit__my_entries.slot[i], memory_order_relaxed) &
-            KNIT__SLOT_PUB) != 0;
-}
-
-void knit__entry_pub_drop(const knit_pool *h) {
-    unsigned i = knit__slot_inside_index(h);
-    if (i == KNIT__ENTRY_SLOTS) return;
-    _Atomic uintptr_t *s = &knit__my_entries.slot[i];
-    uintptr_t v = atomic_load_explicit(s, memory_order_relaxed);
-    /* The owner's slot while INSIDE: a plain store. release: pairs with a
-     * taker's seq-cst load of the slot (knit__entries_publishing), which
-     * then sees the carpets as our publications left them. */
-    if ((v & KNIT__SLOT_PUB) != 0)
-        atomic_store_explicit(s, v & ~KNIT__SLOT_PUB, memory_order_release);
-}
-
-bool knit__entries_publishing(const struct knit__entries *e, const knit_pool *h) {
-    for (unsigned i = 0; i < KNIT__ENTRY_SLOTS; i++) {
-        /* seq-cst: after the taker's seq-cst CAS of hold, the other half
-         * of the Dekker pair with the owner's seq-cst RMW or store of PUB
-         * and its seq-cst load of hold (knit__publish). */
-        uintptr_t v = atomic_load_explicit(&e->slot[i], memory_order_seq_cst);
-        if (knit__slot_pool(v) == h && (v & KNIT__SLOT_PUB) != 0) return true;
-    }
-    return false;
-}
-
-struct knit__entries *knit__entries_self(void) {
-    return &knit__my_entries;
 }
 
 /* ---- credits ---- */

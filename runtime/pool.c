@@ -725,7 +725,7 @@ int knit_pool_create(const knit_pool_options *opts, knit_pool **out) {
                           opts->size, sizeof(knit_pool_options));
     knit__thread_exit_hook_install();
     struct knit__pool *p = knit__aligned_alloc(KNIT__LINE, sizeof *p);
-    knit_pool *h = knit__aligned_alloc(KNIT__HANDLE_ALIGN, sizeof *h);
+    knit_pool *h = knit__aligned_alloc(KNIT__LINE, sizeof *h);
     if (h != NULL) memset(h, 0, sizeof *h);
     if (p == NULL || h == NULL) {
         free(p);

@@ -198,24 +198,7 @@ static_assert(offsetof(struct knit_future, task_code) == KNIT__LINE &&
  * Whoever holds it sees everything the previous holder wrote (acquire
  * CAS, release store of 0), so a carpet's producer-private state passes
  * from one producer to the next and every carpet keeps one producer at a
- * time.
- *
- * The publishing mark. A submit from outside the pool enters it with its
- * entry slot's PUB bit set (runtime/entry.c, knit__pool_enter_submit:
- * the same seq-cst RMW or store that marks it inside), and while that bit
- * is set the owner publishes without the CAS: a seq-cst load of hold
- * that must read 0 (knit__publish). A taker that won its CAS loads the
- * owner's slots (seq-cst, through `entries`) and skips the record when
- * one is of this pool with PUB set. A Dekker pair: the owner's RMW or
- * store of PUB then its load of hold, the taker's CAS of hold then its
- * loads of the slots; either the owner sees the taker (and waits for it:
- * the taker never waits, so it soon stores 0) or the taker sees PUB. The
- * owner clears PUB with a release store before anything in the submit
- * that may wait (knit__entry_pub_drop: the space wait, running a task
- * under KNIT_CALLER_RUNS) and when it leaves, so a thread that waits or
- * idles inside a call (an await) never keeps its carpets from a taker;
- * the taker's seq-cst load acquires that store. Modelled in
- * tests/model/carpet_handover.pml (-DSLOT_HOLD). */
+ * time. */
 #define KNIT__HOLD_FREE 0u
 #define KNIT__HOLD_OWNER 1u
 #define KNIT__HOLD_TAKER 2u
@@ -223,8 +206,6 @@ static_assert(offsetof(struct knit_future, task_code) == KNIT__LINE &&
  * burst starts without the pool lock); beyond these, its empty carpets go
  * back to the pool. */
 #define KNIT__CARPET_RESERVE 2u
-
-struct knit__entries; /* runtime/entry.c */
 
 struct knit__producer {
     struct knit__pool *pool;
@@ -246,12 +227,6 @@ struct knit__producer {
     unsigned ncache, nspare;
     int worker;           /* worker index, or -1 */
     bool orphaned;        /* its thread exited; adoptable (pool lock) */
-    /* The owner's entry record (runtime/entry.c), where a taker looks for
-     * the publishing mark; NULL for a worker's record and an orphan.
-     * Written under the pool lock by the owner (adopting) or at its
-     * thread's exit (orphaning), so a taker under the lock reads a
-     * record whose thread is alive. */
-    struct knit__entries *entries;
     struct knit__producer *next; /* pool's list (pool lock) */
     /* Stats, written by the owner only. */
     _Atomic uint64_t submitted, helped, cancelled, skipped, failed;
@@ -415,10 +390,6 @@ struct knit__pool {
 #define KNIT__LIVE(c) ((int64_t)((c) >> 32))
 
 /* The handle (tombstone). */
-/* A handle's alignment: its address leaves an entry slot's 7 low bits
- * free (runtime/entry.c). */
-#define KNIT__HANDLE_ALIGN (2 * KNIT__LINE)
-
 struct knit_pool {
     /* Read by every task run (the CANCELLING check): kept apart from
      * `users`, which every submit writes. */
@@ -491,20 +462,7 @@ void knit__pool_park(struct knit__pool *p, struct knit__worker *w,
  * DRAINING or CANCELLING; with `any`, every state but DEAD. KNIT_EINVAL,
  * KNIT_ESHUTDOWN. Every success is paired with one knit__pool_exit. */
 int knit__pool_enter(knit_pool *h, bool any);
-/* knit__pool_enter(h, false) for a submit: an outermost entry through a
- * slot also sets the slot's publishing mark (see struct knit__producer). */
-int knit__pool_enter_submit(knit_pool *h);
 void knit__pool_exit(knit_pool *h);
-/* The publishing mark of the calling thread's slot of h (the owner's
- * relaxed view), and its release: before a submit waits or runs a task. */
-bool knit__entry_publishing(const knit_pool *h);
-void knit__entry_pub_drop(const knit_pool *h);
-/* A taker (pool lock held, e of a record of h that is not orphaned):
- * whether e's thread is publishing into h. seq-cst loads: the other half
- * of the owner's Dekker pair. */
-bool knit__entries_publishing(const struct knit__entries *e, const knit_pool *h);
-/* The calling thread's entry record. */
-struct knit__entries *knit__entries_self(void);
 /* destroy, after its seq-cst store of DEAD: waits until no thread is
  * inside h. */
 void knit__entries_wait_out(knit_pool *h);

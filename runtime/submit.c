@@ -82,7 +82,6 @@ static void knit__tls_entry_orphan(struct knit__tls_entry *e) {
         while (atomic_load_explicit(&r->nmine, memory_order_relaxed) > 0)
             knit__carpet_give_back(p, r, 0);
         r->orphaned = true;
-        r->entries = NULL; /* this thread's record goes with it */
     }
     pthread_mutex_unlock(&e->h->lock);
     e->h = NULL;
@@ -151,9 +150,6 @@ struct knit__producer *knit__producer_add(struct knit__pool *p,
             p->producers = rec;
         }
     }
-    /* A calling thread's own record (adopt): it is the owner from now
-     * on. A worker's record (made by the creating thread) has none. */
-    if (rec != NULL) rec->entries = adopt ? knit__entries_self() : NULL;
     pthread_mutex_unlock(&h->lock);
     return rec;
 }
@@ -192,28 +188,15 @@ static unsigned knit__carpets_reclaim(struct knit__pool *p,
     for (int pass = 0; pass < 2 && moved == 0; pass++) {
         for (struct knit__producer *r = p->producers; r != NULL; r = r->next) {
             if (r == self) continue;
-            /* A look first: a record publishing under its mark is
-             * skipped without touching its hold, which its owner is
-             * reading (and, in the model, a taker that kept taking the
-             * hold could starve it: tests/model/carpet_handover.pml). */
-            if (r->entries != NULL && knit__entries_publishing(r->entries, p->handle))
-                continue;
             uint32_t free_ = KNIT__HOLD_FREE;
             /* acquire: pairs with the owner's release of hold at the end
              * of its last publish; its carpets' producer-private state
              * (shadow, host copy, discipline tail) is then ours to hand
-             * on. seq-cst: our half of the publishing mark's Dekker pair
-             * (pool.h), before the loads of the owner's slots. */
+             * on. */
             if (!atomic_compare_exchange_strong_explicit(
-                    &r->hold, &free_, KNIT__HOLD_TAKER, memory_order_seq_cst,
+                    &r->hold, &free_, KNIT__HOLD_TAKER, memory_order_acquire,
                     memory_order_relaxed))
                 continue;
-            if (r->entries != NULL && knit__entries_publishing(r->entries, p->handle)) {
-                /* Publishing under its mark: skipped like a held record.
-                 * relaxed: we changed nothing to hand back. */
-                atomic_store_explicit(&r->hold, KNIT__HOLD_FREE, memory_order_relaxed);
-                continue;
-            }
             uint32_t keep = pass == 0 ? KNIT__CARPET_RESERVE : 0;
             for (uint32_t i = atomic_load_explicit(&r->nmine,
                                                    memory_order_relaxed);
@@ -344,24 +327,11 @@ static int knit__publish_held(struct knit__pool *p, struct knit__producer *rec,
     return 0;
 }
 
-/* Under the publishing mark (pool.h): a taker that won hold will see the
- * mark and let go; we only wait until it has. seq-cst: the owner's half
- * of the Dekker pair, after the entry's seq-cst RMW or store of PUB; it
- * reads 0 from a taker's release store, whose moves we then see. */
-static void knit__hold_wait(struct knit__producer *rec) {
-    while (atomic_load_explicit(&rec->hold, memory_order_seq_cst) != KNIT__HOLD_FREE)
-        knit__cpu_relax();
-}
-
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,
                   const knit__lane_task *t) {
-    bool marked = rec->entries != NULL && knit__entry_publishing(p->handle);
-    if (marked)
-        knit__hold_wait(rec);
-    else
-        knit__hold_enter(rec);
+    knit__hold_enter(rec);
     int rc = knit__publish_held(p, rec, t);
-    if (!marked) knit__hold_exit(rec);
+    knit__hold_exit(rec);
     if (rc == 0) knit__pool_notify_published(p);
     return rc;
 }
@@ -393,9 +363,6 @@ static void knit__member_lane(knit__lane_task *t, knit_fn fn, void *arg,
  * carpets) is found too. */
 static void knit__space_wait(struct knit__pool *p, struct knit__producer *rec,
                              bool carpet) {
-    /* A waiting submit is not publishing: its carpets may be taken
-     * meanwhile (its next attempt takes hold with the CAS). */
-    knit__entry_pub_drop(p->handle);
     struct knit__tls *tls = knit__tls_get();
     if (tls->worker != NULL && tls->worker->pool == p) {
         if (!knit__pool_run_some(p, tls->worker->id, tls->worker, rec))
@@ -619,8 +586,6 @@ static int knit__enqueue(knit_pool *h, struct knit__pool *p,
  * continuations are scheduled as if a worker had run it. */
 static void knit__run_here(struct knit__pool *p, struct knit__producer *rec,
                            knit_future *f, unsigned id, bool helper) {
-    /* The task may run for long, or wait: not publishing meanwhile. */
-    knit__entry_pub_drop(p->handle);
     struct knit__tls *tls = knit__tls_get();
     struct knit__pool *cpool = tls->cpool; /* another pool's, maybe */
     unsigned consumer = tls->consumer;
@@ -705,7 +670,7 @@ static int knit__submit_task(knit_pool *h, knit_fn fn, void *arg,
                              struct knit_group *g, knit_future **out) {
     if (out != NULL) *out = NULL;
     if (fn == NULL) return knit__fail(KNIT_EINVAL, "task function is NULL");
-    int rc = knit__pool_enter_submit(h);
+    int rc = knit__pool_enter(h, false);
     if (rc < 0) return rc;
     struct knit__pool *p = h->p;
     struct knit__tls *tls = knit__tls_get();

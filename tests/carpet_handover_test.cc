@@ -180,9 +180,10 @@ TEST_P(Handover, IdleThreadsCarpetsServeOthers) {
 
 // The same with the holder inside a call into the pool that waits for
 // long (knit_group_wait) rather than outside it: a thread inside the pool
-// that is not submitting keeps no carpet from a taker. (A submit marks
-// its thread's entry slot as publishing, and takers skip marked threads;
-// the mark is the submit's, not the call's: see struct knit__producer.)
+// that is not publishing keeps no carpet from a taker. (A record is held
+// only while its owner publishes, see struct knit__producer; a hold that
+// lasted as long as a call would keep these carpets, and this test fails
+// with such a hold.)
 TEST_P(Handover, CarpetsOfAThreadWaitingInsideThePoolServeOthers) {
     Pool pool(2, nullptr, 0, GetParam());
     Gate hold;

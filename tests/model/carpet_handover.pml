@@ -45,19 +45,6 @@
  *                      record is skipped, never waited for), then the moves
  *                      (knit__carpet_give_back: swap with the last entry)
  *                      and the release store of FREE.
- *   -DSLOT_HOLD        the publishing mark (struct knit__producer in
- *                      runtime/pool.h): enqueue sets pub[me] first
- *                      (knit__pool_enter_submit) and clears it at the end
- *                      (knit__pool_exit) and before each space wait
- *                      (knit__entry_pub_drop); a marked publish waits
- *                      until hold is FREE and takes no hold
- *                      (knit__hold_wait); the taker looks at the mark
- *                      before its CAS (a marked record is skipped without
- *                      touching its hold) and again after a CAS that won
- *                      (knit__entries_publishing: then it lets go, FREE).
- *                      The C code makes the second look and the owner's
- *                      mark-then-load-hold a seq-cst Dekker pair, which the
- *                      interleaving here is exact for.
  *   inline space_wait  knit__space_wait(carpet = true), outside thread:
  *                      acquire load of space_seq, seq-cst RMW of
  *                      space_waiters, futex wait on space_seq with the value
@@ -149,16 +136,6 @@
  *                       (what a relaxed store of FREE, or a release placed
  *                       too early, allows): a taker moves the carpet and its
  *                       new owner writes it too (safety).
- *   -DBUG_NO_MARK_CHECK with SLOT_HOLD, the taker ignores the mark: it
- *                       moves a carpet its marked owner is writing (safety).
- *   -DBUG_NO_RECHECK    with SLOT_HOLD, only the look before the CAS: an
- *                       owner that marks between the look and the CAS
- *                       publishes while the taker moves its carpets (safety).
- *   -DBUG_MARK_WHILE_IDLE with SLOT_HOLD, every producer keeps its mark
- *                       after its last submit, as a mark set for any call
- *                       would while its thread waits inside the pool (an
- *                       await, a group wait): C never gets a carpet, a
- *                       non-progress cycle (np run, the full scenario).
  *   -DNO_TIMEOUT        a change to the C code, not a seeded bug of the
  *                       model: the carpet wait without its 1 ms bound sleeps
  *                       for ever (invalid end state, safety run).
@@ -208,7 +185,6 @@ byte host[NCARP];          /* host_bits (the producer of the carpet) */
 byte wb[NCARP];            /* worker_bits (consumers, xor) */
 byte slot[NCARP * LANES];  /* task id in the slot; 0 = claimed or none */
 byte hold[NREC];           /* knit__producer.hold */
-bool pub[NREC];            /* the PUB bit of the owner entry slot */
 byte mine[NREC * NCARP];   /* knit__producer.mine and nmine */
 byte nmine[NREC];
 byte spare[NCARP];         /* knit__pool.spare and nspare (pool lock) */
@@ -220,15 +196,6 @@ byte pubing[NCARP];        /* ghost: writer id + 1 between (a) and (b) */
 byte claimed[NTASK + 1];   /* ghost */
 byte nclaimed;             /* ghost */
 byte ndone;                /* ghost: producers done */
-
-/* The taker may move carpets of record r: not under the publishing mark
- * (knit__entries_publishing, with -DSLOT_HOLD). */
-#if defined(SLOT_HOLD) && !defined(BUG_NO_MARK_CHECK) && !defined(BUG_NO_RECHECK)
-#define RECHECK 1
-#define MARK_CLEAR(r) (!pub[r])
-#else
-#define MARK_CLEAR(r) (1)
-#endif
 
 /* knit__space_notify: if someone waits, bump space_seq and wake all */
 #define NOTIFY if :: waiters != 0 -> asleep[RA] = 0; asleep[RB] = 0; \
@@ -346,14 +313,7 @@ inline next_rec(me) {
  * when it has published. */
 inline publish(me, t) {
     atomic {
-#ifdef SLOT_HOLD
-        if                                   /* knit__publish */
-        :: pub[me] && hold[me] == FREE -> held = 0  /* knit__hold_wait */
-        :: !pub[me] && hold[me] == FREE -> hold[me] = OWNER; held = 1
-        fi;
-#else
         hold[me] == FREE -> hold[me] = OWNER; held = 1;   /* hold_enter */
-#endif
         ok = 0; i = 0; fr = 0;
         do                                   /* knit__publish_held */
         :: i < nmine[me] && fr == 0 ->
@@ -379,19 +339,8 @@ inline publish(me, t) {
 #endif
        };
        do                                    /* knit__carpets_reclaim */
-#if defined(SLOT_HOLD) && !defined(BUG_NO_MARK_CHECK)
-       :: atomic {                           /* the look before the CAS */
-              pass < 2 && !got && !pre && pub[r] -> next_rec(me)
-          }
-       :: atomic {
-              pass < 2 && !got && !pre && !pub[r] -> pre = 1
-          }
-       :: atomic {
-              pass < 2 && !got && pre -> pre = 0;
-#else
        :: atomic {
               pass < 2 && !got ->
-#endif
 #ifdef BUG_NO_HOLD
               got = 1
 #else
@@ -401,16 +350,8 @@ inline publish(me, t) {
               fi
 #endif
           }
-#ifdef RECHECK
-       :: atomic {                           /* knit__entries_publishing */
-              got && pub[r] ->
-              hold[r] = FREE;                /* skipped, changed nothing */
-              got = 0;
-              next_rec(me)
-          }
-#endif
        :: atomic {
-              got && MARK_CLEAR(r) ->
+              got ->
               i = nmine[r];
               do
               :: i > ((pass == 0) -> RESERVE : 0) ->
@@ -505,9 +446,6 @@ inline space_wait(me) {
 }
 #else
 inline space_wait(me) {
-#ifdef SLOT_HOLD
-    pub[me] = 0;                             /* knit__entry_pub_drop */
-#endif
     atomic {
         waiters++;                           /* after the space_seq load */
         asleep[me] = 1                       /* futex wait: word unchanged */
@@ -527,9 +465,6 @@ inline space_wait(me) {
 /* knit__enqueue (KNIT_BLOCK): publish (which leaves the loop when it
  * published), else wait for space, and again. */
 inline enqueue(me, t) {
-#ifdef SLOT_HOLD
-    pub[me] = 1;                             /* knit__pool_enter_submit */
-#endif
     do
     :: publish(me, t);
 #ifdef WAIT_FIX
@@ -541,16 +476,11 @@ inline enqueue(me, t) {
 #else
        space_wait(me)
 #endif
-    od;
-#ifdef SLOT_HOLD
-    pub[me] = 0                              /* knit__pool_exit */
-#else
-    skip
-#endif
+    od
 }
 
 #define PRODUCER_LOCALS byte c, c2, i, j, k, n, r, fr, lane, pass, moved, t; \
-    bool ok, held, got, reg, pre
+    bool ok, held, got, reg
 
 /* A (me = RA), B (RB) or C (RC): submits tasks first .. last. */
 proctype Producer(byte me; byte first; byte last) {
@@ -560,9 +490,6 @@ proctype Producer(byte me; byte first; byte last) {
     :: t <= last -> enqueue(me, t)
     :: else -> break
     od;
-#ifdef BUG_MARK_WHILE_IDLE
-    pub[me] = 1;                             /* a mark that outlives the submit */
-#endif
     if
     :: me == RA ->
         if

@@ -114,13 +114,6 @@ carpet_handover 1 BUG_EARLY_RELEASE   fail safety -DBUG_EARLY_RELEASE
 carpet_handover 1 BUG_NO_TAKER        fail np     -DBUG_NO_TAKER
 carpet_handover 1 full,BUG_NO_TAKER   fail np     -DPRE=4 -DNA=0 -DNB=2 -DBUG_NO_TAKER
 carpet_handover 1 NO_TIMEOUT          fail safety -DNO_TIMEOUT
-carpet_handover 1 slot                pass safety -DSLOT_HOLD
-carpet_handover 1 slot,full           pass safety -DSLOT_HOLD -DPRE=4 -DNA=0 -DNB=2
-carpet_handover 1 slot,progress       pass np     -DSLOT_HOLD
-carpet_handover 1 slot,full,progress  pass np     -DSLOT_HOLD -DPRE=4 -DNA=0 -DNB=2
-carpet_handover 1 BUG_NO_MARK_CHECK   fail safety -DSLOT_HOLD -DBUG_NO_MARK_CHECK
-carpet_handover 1 BUG_NO_RECHECK      fail safety -DSLOT_HOLD -DBUG_NO_RECHECK
-carpet_handover 1 BUG_MARK_WHILE_IDLE fail np     -DSLOT_HOLD -DPRE=4 -DNA=0 -DNB=2 -DBUG_MARK_WHILE_IDLE
 fork_deque 1 preleap            pass safety
 fork_deque 2 preleap            pass safety
 fork_deque 2 preleap,cap=2      pass safety -DCAP=2
