@@ -670,9 +670,13 @@ static int knit__configure(struct knit__pool *p, const knit_pool_options *o) {
 
 static void knit__pool_free(struct knit__pool *p) {
     if (p == NULL) return;
+    /* Allocated minus freed, over every thread that did either (each
+     * record's count wraps on its own; the sum is exact). */
+    uint64_t out = 0 - p->futures_freed_bare;
     struct knit__producer *r = p->producers;
     while (r != NULL) {
         struct knit__producer *next = r->next;
+        out += r->futures_out;
         knit__producer_free(r);
         r = next;
     }
@@ -682,7 +686,7 @@ static void knit__pool_free(struct knit__pool *p) {
                                                   memory_order_relaxed));
     free((void *)p->all);
     free(p->spare);
-    knit__future_free_all(p); /* frees buffers, some into the arena */
+    knit__future_free_all(p, out != 0); /* frees buffers, some into the arena */
     knit__arena_destroy(p->arena);
     free(p->workers);
     free(p->deques);

@@ -68,7 +68,12 @@
 /* Futures in a thread's loaded magazine (knit__producer.cache); it keeps
  * one more full magazine (spare) before it gives one back to the pool. */
 #define KNIT__FUTURE_CACHE 512u
-#define KNIT__FUTURE_SLAB 128u
+/* Futures come from slabs, mappings of fresh zero pages (so a free
+ * future's line 1 is at its defaults without a memset): the first is
+ * KNIT__SLAB_FIRST bytes, each next one twice the last, up to
+ * KNIT__SLAB_MAX (runtime/future.c: knit__slab_map). */
+#define KNIT__SLAB_FIRST ((size_t)64 << 10)
+#define KNIT__SLAB_MAX ((size_t)2 << 20)
 /* Tasks nested on one stack by helping (await, join) before a wait stops
  * running other tasks and only waits. */
 #define KNIT__MAX_DEPTH 1000u
@@ -225,6 +230,10 @@ struct knit__producer {
      * takes the pool lock for either (see knit__future_free). */
     knit_future *cache, *spare;
     unsigned ncache, nspare;
+    /* Futures this thread allocated minus those it freed (wraps: only the
+     * sum over every record, taken when the pool is freed, means
+     * anything). */
+    uint64_t futures_out;
     int worker;           /* worker index, or -1 */
     bool orphaned;        /* its thread exited; adoptable (pool lock) */
     struct knit__producer *next; /* pool's list (pool lock) */
@@ -293,9 +302,14 @@ struct knit__worker {
     struct knit__producer *rec;
 };
 
+/* A mapping of `bytes` holding `count` futures; the first `carved` of
+ * them were handed out (in magazines) and may be in use, the rest were
+ * never touched. Pool lock. */
 struct knit__slab {
     struct knit__slab *next;
-    knit_future f[KNIT__FUTURE_SLAB];
+    size_t bytes;
+    unsigned count, carved;
+    knit_future f[];
 };
 
 struct knit__arena;
@@ -368,7 +382,12 @@ struct knit__pool {
 
     /* Pool lock (handle->lock) guards these. */
     struct knit__producer *producers;
-    struct knit__slab *slabs;
+    struct knit__slab *slabs; /* newest first; futures are carved from the first */
+    size_t slab_next_bytes;   /* the size of the next mapping */
+    /* Futures freed by a thread with no record (knit__future_free): with
+     * each record's `futures_out`, whether any future is still in use
+     * when the pool is freed. */
+    uint64_t futures_freed_bare;
     /* Free futures as whole chains ("magazines"): a thread hands over or
      * takes a chain of up to KNIT__FUTURE_CACHE in O(1), never walking
      * futures that another core touched last. */
@@ -542,7 +561,9 @@ void knit__future_free_unused(knit_future *f, struct knit__producer *rec);
  * continuations. `message` is owned by the future afterwards. */
 void knit__future_settle(knit_future *f, int code, void *result, int task_code,
                          char *message);
-void knit__future_free_all(struct knit__pool *p);
+/* Unmaps the futures' slabs; in_use: some future was not freed (its
+ * buffers and message are freed first). */
+void knit__future_free_all(struct knit__pool *p, bool in_use);
 void knit__continuation_schedule(knit_future *g);
 /* What knit_await returns for a settled future (sets the last error). */
 int knit__future_outcome(const knit_future *f, void **result);

@@ -418,6 +418,59 @@ TEST(Payload, DestroyWithPendingTasksFreesEveryBuffer) {
     knit_buf_free(&b);
 }
 
+void *ident(knit_task *, void *arg) { return arg; }
+
+// Destroy frees what the futures the user never released still hold, and
+// skips the walk over the futures' memory only when every future was
+// freed: the count is kept per thread (a future made on one thread is
+// often freed on another: a worker frees a detached task's, a thread
+// releases another's), so here the futures of each submitter are
+// released by the next one, thousands of them detached, across several
+// of the growing slabs, and one future holding a returned buffer is
+// kept. Its buffer must be freed exactly once, by the destroy.
+TEST(Payload, DestroyFreesTheBufferOfTheOneFutureKeptAmongThousands) {
+    knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
+    o.threads = 2;
+    knit_pool *p = nullptr;
+    ASSERT_EQ(0, knit_pool_create(&o, &p));
+    auto v = pattern(4096, 9);
+    Tracked t;
+    knit_buf b = t.buf(v);
+    knit_future *kept = nullptr;
+    ASSERT_EQ(0, knit_submit_buf(p, echo_buf, &b, &kept));
+    const unsigned threads = 3, per = 8000;
+    std::vector<std::vector<knit_future *>> made(threads);
+    std::atomic<int> bad{0};
+    auto submitter = [&](unsigned s) {
+        for (unsigned i = 0; i < per; i++) {
+            knit_future *f = nullptr;
+            uintptr_t want = 1 + s * per + i;
+            if (knit_submit(p, ident, reinterpret_cast<void *>(want), i % 4 ? &f : nullptr) != 0)
+                bad++;
+            if (f != nullptr) made[s].push_back(f);
+        }
+    };
+    std::vector<std::thread> ts;
+    for (unsigned s = 0; s < threads; s++) ts.emplace_back(submitter, s);
+    for (auto &th : ts) th.join();
+    ts.clear();
+    // Each thread releases the futures another one made.
+    for (unsigned s = 0; s < threads; s++)
+        ts.emplace_back([&, s] {
+            for (knit_future *f : made[(s + 1) % threads]) {
+                void *r = nullptr;
+                if (knit_await(f, -1, &r) != 0 || r == nullptr) bad++;
+                if (knit_future_release(f) != 0) bad++;
+            }
+        });
+    for (auto &th : ts) th.join();
+    EXPECT_EQ(0, bad.load());
+    EXPECT_EQ(0, knit_await(kept, -1, nullptr));
+    EXPECT_EQ(0, t.frees.load()) << "the kept future owns the returned buffer";
+    EXPECT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN));
+    EXPECT_EQ(1, t.frees.load()) << "the destroy frees the buffer of the one future kept";
+}
+
 TEST(Payload, ManyThreadsMixedPayloads) {
     Pool pool(2, 32 << 20);
     std::atomic<int> bad{0};

@@ -59,8 +59,11 @@ static wu_opts suffixed_opts(char *name, size_t cap, const char *suffix) {
 }
 
 static void destroy_pool(knit_pool *pool) {
+    int64_t t0 = wu_now_ns();
     int rc = knit_pool_destroy(pool, KNIT_DRAIN);
     if (rc != 0) wu_die("knit_pool_destroy: %s", knit_last_error());
+    printf("INFO %s knit %s destroy=%.3f ms\n", O.row, O.variant,
+           (double)(wu_now_ns() - t0) * 1e-6);
 }
 
 /* The empty task: counts itself and hands its argument back. */
@@ -138,6 +141,18 @@ static void submit_group_n(knit_group *g, unsigned n, uintptr_t base, const char
     if (rc != 0) wu_die("%s: knit_group_wait: %s", row, knit_last_error());
 }
 
+/* One repetition's figures besides the RESULT line: the submitting
+ * thread's CPU time per task (steadier than the wall-clock rate on a
+ * shared 2-core machine: it leaves out the time the thread sat
+ * preempted), and for rep 0, the cold one, its rate: the first burst of
+ * a new pool pays for the memory of its futures. */
+static void tp1_info(const char *row, const char *variant, unsigned rep, unsigned n,
+                     int64_t wall_ns, int64_t cpu_ns) {
+    printf("INFO %s knit %s rep %u%s rate=%.3f Mtasks/s submitter_cpu=%.1f ns/task\n", row,
+           variant, rep, rep == 0 ? " (cold)" : "", n / ((double)wall_ns * 1e-9) / 1e6,
+           (double)cpu_ns / n);
+}
+
 /* throughput-1 on `pool`: n empty tasks from this thread, with futures
  * (variant O.variant) and in a group (O.variant+group), alternating. */
 static void tp1_on(knit_pool *pool, const char *row) {
@@ -147,10 +162,13 @@ static void tp1_on(knit_pool *pool, const char *row) {
     wu_opts go = group_opts();
     for (unsigned rep = 0; rep <= O.reps; rep++) {
         wu_reset();
+        int64_t c0 = wu_thread_cpu_ns();
         int64_t t0 = wu_now_ns();
         submit_await_n(pool, fs, n, 1, row);
         int64_t t1 = wu_now_ns();
+        int64_t c1 = wu_thread_cpu_ns();
         wu_check_count(row, n);
+        tp1_info(row, O.variant, rep, n, t1 - t0, c1 - c0);
         if (rep > 0)
             wu_result(&O, row, rep, n / ((double)(t1 - t0) * 1e-9) / 1e6, "Mtasks/s",
                       "higher");
@@ -158,12 +176,15 @@ static void tp1_on(knit_pool *pool, const char *row) {
         if (knit_group_create(pool, &g) != 0)
             wu_die("%s: knit_group_create: %s", row, knit_last_error());
         wu_reset();
+        c0 = wu_thread_cpu_ns();
         t0 = wu_now_ns();
         submit_group_n(g, n, 1, row);
         t1 = wu_now_ns();
+        c1 = wu_thread_cpu_ns();
         wu_check_count(row, n);
         if (knit_group_destroy(g) != 0)
             wu_die("%s: knit_group_destroy: %s", row, knit_last_error());
+        tp1_info(row, go.variant, rep, n, t1 - t0, c1 - c0);
         if (rep > 0)
             wu_result(&go, row, rep, n / ((double)(t1 - t0) * 1e-9) / 1e6, "Mtasks/s",
                       "higher");
