@@ -58,79 +58,89 @@ static void knit__funlock(knit_future *f) { knit__spin_unlock(&f->lock); }
  * cold (the kernel's clear_page of never-used memory took half of the
  * samples), though 12% faster warm (fewer TLB misses). NULL if the
  * mapping fails. */
-static struct knit__slab *knit__slab_map(struct knit__pool *p) {
-    size_t bytes = p->slab_next_bytes != 0 ? p->slab_next_bytes : KNIT__SLAB_FIRST;
+static struct knit__slab *knit__slab_map(struct knit__pool *p, unsigned cls) {
+    size_t bytes = p->slab_next_bytes[cls] != 0 ? p->slab_next_bytes[cls] : KNIT__SLAB_FIRST;
     if (knit__alloc_fails()) return NULL;
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
-    struct knit__slab *s = (struct knit__slab *)(void *)m;
+    struct knit__slab *s = (struct knit__slab *)m;
     s->bytes = bytes;
-    s->count = (unsigned)((bytes - offsetof(struct knit__slab, f)) / sizeof(knit_future));
+    s->stride = cls == KNIT__FC_IN ? sizeof(struct knit__future_in) : sizeof(knit_future);
+    s->count = (unsigned)((bytes - offsetof(struct knit__slab, f)) / s->stride);
     s->carved = 0;
     s->next = p->slabs;
     p->slabs = s;
-    p->slab_next_bytes = bytes < KNIT__SLAB_MAX ? 2 * bytes : bytes;
+    p->carving[cls] = s;
+    p->slab_next_bytes[cls] = bytes < KNIT__SLAB_MAX ? 2 * bytes : bytes;
     return s;
 }
 
-/* rec's loaded magazine, made of up to KNIT__FUTURE_CACHE futures never
- * used before (pool lock held), in address order. false if a slab was
- * needed and could not be mapped. */
-static bool knit__futures_carve(struct knit__pool *p, struct knit__producer *rec) {
-    struct knit__slab *s = p->slabs;
+static knit_future *knit__slab_future(struct knit__slab *s, unsigned i) {
+    return (knit_future *)(void *)(s->f + (size_t)i * s->stride);
+}
+
+/* c's loaded magazine, made of up to KNIT__FUTURE_CACHE futures of class
+ * cls never used before (pool lock held), in address order. false if a
+ * slab was needed and could not be mapped. */
+static bool knit__futures_carve(struct knit__pool *p, unsigned cls, struct knit__fcache *c) {
+    struct knit__slab *s = p->carving[cls];
     if (s == NULL || s->carved == s->count) {
-        s = knit__slab_map(p);
+        s = knit__slab_map(p, cls);
         if (s == NULL) return false;
     }
     unsigned k = s->count - s->carved;
     if (k > KNIT__FUTURE_CACHE) k = KNIT__FUTURE_CACHE;
     knit_future *list = NULL;
     for (unsigned i = s->carved + k; i-- > s->carved;) {
-        s->f[i].free_next = list;
-        list = &s->f[i];
+        knit_future *f = knit__slab_future(s, i);
+        f->with_in = cls == KNIT__FC_IN; /* the rest of it is zero */
+        f->free_next = list;
+        list = f;
     }
     s->carved += k;
-    rec->cache = list;
-    rec->ncache = k;
+    c->cache = list;
+    c->ncache = k;
     return true;
 }
 
-knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec) {
-    if (rec->cache == NULL && rec->spare != NULL) {
+knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec, bool with_in) {
+    unsigned cls = with_in ? KNIT__FC_IN : KNIT__FC_PLAIN;
+    struct knit__fcache *c = &rec->fc[cls];
+    if (c->cache == NULL && c->spare != NULL) {
         /* The full spare becomes the loaded magazine: no lock. */
-        rec->cache = rec->spare;
-        rec->ncache = rec->nspare;
-        rec->spare = NULL;
-        rec->nspare = 0;
+        c->cache = c->spare;
+        c->ncache = c->nspare;
+        c->spare = NULL;
+        c->nspare = 0;
     }
-    if (rec->cache == NULL) {
+    if (c->cache == NULL) {
         knit_pool *h = p->handle;
         pthread_mutex_lock(&h->lock);
-        knit_future *m = p->magazines;
+        knit_future *m = p->magazines[cls];
         if (m != NULL) {
-            p->magazines = m->mag_next;
+            p->magazines[cls] = m->mag_next;
             p->magazine_moves++;
-            rec->cache = m;
-            rec->ncache = m->mag_count;
-        } else if (!knit__futures_carve(p, rec)) {
+            c->cache = m;
+            c->ncache = m->mag_count;
+        } else if (!knit__futures_carve(p, cls, c)) {
             pthread_mutex_unlock(&h->lock);
             return NULL;
         }
         pthread_mutex_unlock(&h->lock);
     }
-    knit_future *f = rec->cache;
-    rec->cache = f->free_next;
-    rec->ncache--;
+    knit_future *f = c->cache;
+    c->cache = f->free_next;
+    c->ncache--;
     rec->futures_out++;
     /* The next future was most likely freed on another core: fetch its
      * line 0 now, for writing, so the next submit does not wait for it. */
-    if (rec->cache != NULL) __builtin_prefetch(rec->cache, 1, 3);
+    if (c->cache != NULL) __builtin_prefetch(c->cache, 1, 3);
     /* Not shared yet: the lane's release store publishes these. Line 0
      * only: line 1 is at its defaults in a free future, and `in`, `out`
      * and the promise links are valid only as these flags say (see
      * struct knit_future). */
     assert(f->message == NULL && f->waiters == NULL && f->conts == NULL &&
-           f->antecedent == NULL);
+           f->antecedent == NULL && !f->promise_linked && f->with_in == with_in);
     atomic_init(&f->state, KNIT__F_PENDING);
     atomic_init(&f->refs, 1);
     f->code = 0;
@@ -152,9 +162,10 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
 }
 
 void knit__future_free_unused(knit_future *f, struct knit__producer *rec) {
-    f->free_next = rec->cache;
-    rec->cache = f;
-    rec->ncache++;
+    struct knit__fcache *c = &rec->fc[f->with_in ? KNIT__FC_IN : KNIT__FC_PLAIN];
+    f->free_next = c->cache;
+    c->cache = f;
+    c->ncache++;
     rec->futures_out--;
 }
 
@@ -166,20 +177,20 @@ void knit__future_free_unused(knit_future *f, struct knit__producer *rec) {
  * one taken back when empty), a worker at the edge paid a lock to give
  * and a lock to take per group member (2.3% of throughput-1's profile
  * in pthread_mutex_lock). */
-static void knit__magazine_full(struct knit__pool *p, struct knit__producer *rec) {
-    knit_future *m = rec->spare;
+static void knit__magazine_full(struct knit__pool *p, unsigned cls, struct knit__fcache *c) {
+    knit_future *m = c->spare;
     if (m != NULL) {
-        m->mag_count = rec->nspare;
+        m->mag_count = c->nspare;
         pthread_mutex_lock(&p->handle->lock);
-        m->mag_next = p->magazines;
-        p->magazines = m;
+        m->mag_next = p->magazines[cls];
+        p->magazines[cls] = m;
         p->magazine_moves++;
         pthread_mutex_unlock(&p->handle->lock);
     }
-    rec->spare = rec->cache;
-    rec->nspare = rec->ncache;
-    rec->cache = NULL;
-    rec->ncache = 0;
+    c->spare = c->cache;
+    c->nspare = c->ncache;
+    c->cache = NULL;
+    c->ncache = 0;
 }
 
 static void knit__future_free(knit_future *f) {
@@ -196,20 +207,22 @@ static void knit__future_free(knit_future *f) {
         f->message = NULL;
     }
     knit__payload_drop(f); /* a returned buffer nobody took */
+    unsigned cls = f->with_in ? KNIT__FC_IN : KNIT__FC_PLAIN;
     struct knit__producer *rec = knit__producer_get(p->handle, p);
     if (rec != NULL) {
+        struct knit__fcache *c = &rec->fc[cls];
         rec->futures_out--;
-        f->free_next = rec->cache;
-        rec->cache = f;
+        f->free_next = c->cache;
+        c->cache = f;
         /* A thread that frees more than it allocates (a worker) passes
          * its futures back in magazines. */
-        if (++rec->ncache >= KNIT__FUTURE_CACHE) knit__magazine_full(p, rec);
+        if (++c->ncache >= KNIT__FUTURE_CACHE) knit__magazine_full(p, cls, c);
     } else {
         f->free_next = NULL;
         f->mag_count = 1;
         pthread_mutex_lock(&p->handle->lock);
-        f->mag_next = p->magazines;
-        p->magazines = f;
+        f->mag_next = p->magazines[cls];
+        p->magazines[cls] = f;
         p->futures_freed_bare++;
         pthread_mutex_unlock(&p->handle->lock);
     }
@@ -233,15 +246,19 @@ void knit__future_free_all(struct knit__pool *p, bool in_use) {
          * was freed the walk is skipped: after a burst of a million it
          * read 128 MiB. */
         for (unsigned i = 0; in_use && i < s->carved; i++) {
-            knit__payload_settle(&s->f[i]);
-            knit__payload_drop(&s->f[i]);
-            free(s->f[i].message);
+            knit_future *f = knit__slab_future(s, i);
+            knit__payload_settle(f);
+            knit__payload_drop(f);
+            free(f->message);
         }
         munmap(s, s->bytes);
         s = next;
     }
     p->slabs = NULL;
-    p->magazines = NULL;
+    for (unsigned c = 0; c < KNIT__FCLASSES; c++) {
+        p->carving[c] = NULL;
+        p->magazines[c] = NULL;
+    }
 }
 
 /* ---- settling ---- */
@@ -729,7 +746,7 @@ int knit_future_then(knit_future *f, knit_fn fn, void *arg, knit_future **out) {
     rc = knit__pool_enter(h, false);
     if (rc < 0) return rc;
     struct knit__producer *rec = knit__producer_get(h, p);
-    knit_future *g = rec != NULL ? knit__future_alloc(p, rec) : NULL;
+    knit_future *g = rec != NULL ? knit__future_alloc(p, rec, false) : NULL;
     if (g == NULL) {
         knit__pool_exit(h);
         return knit__fail(KNIT_ENOMEM, "knit_future_then: no memory");

@@ -36,7 +36,7 @@
 
 void knit__payload_settle(knit_future *f) {
     if (f->in_kind == KNIT__PAY_NONE) return;
-    knit_buf_free(&f->in);
+    knit_buf_free(&knit__fin(f)->in);
     f->in_kind = KNIT__PAY_NONE;
 }
 
@@ -204,8 +204,9 @@ const void *knit_task_bytes(const knit_task *task, size_t *len) {
         if (len != NULL) *len = 0;
         return NULL;
     }
-    if (len != NULL) *len = task->future->in.len;
-    return task->future->in.data;
+    struct knit__future_in *fi = knit__fin(task->future);
+    if (len != NULL) *len = fi->in.len;
+    return fi->in.data;
 }
 
 knit_buf knit_task_take_buf(knit_task *task) {
@@ -213,20 +214,21 @@ knit_buf knit_task_take_buf(knit_task *task) {
     if (task == NULL || knit__frame_child(task, "knit_task_take_buf")) return b;
     knit_future *f = task->future;
     if (f->in_kind == KNIT__PAY_NONE) return b;
+    knit_buf *in = &knit__fin(f)->in;
     if (f->in_kind == KNIT__PAY_INLINE) {
         /* The inline area dies with the future: hand out a copy. */
-        void *copy = knit__malloc(f->in.len ? f->in.len : 1);
+        void *copy = knit__malloc(in->len ? in->len : 1);
         if (copy == NULL) {
             knit__fail(KNIT_ENOMEM, "knit_task_take_buf: no memory for %zu bytes",
-                       f->in.len);
+                       in->len);
             return b;
         }
-        memcpy(copy, f->in.data, f->in.len);
-        b = knit_buf_malloced(copy, f->in.len);
+        memcpy(copy, in->data, in->len);
+        b = knit_buf_malloced(copy, in->len);
     } else {
-        b = f->in;
+        b = *in;
     }
-    memset(&f->in, 0, sizeof f->in);
+    memset(in, 0, sizeof *in);
     f->in_kind = KNIT__PAY_NONE;
     return b;
 }

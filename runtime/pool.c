@@ -127,7 +127,7 @@ static knit_future *knit__member_record(struct knit__pool *p,
      * cache has a record (tests/alloc_fail_test.cc reaches the bare run
      * through it); nothing in the plain build. */
     if (knit__alloc_fails()) return NULL;
-    knit_future *f = rec != NULL ? knit__future_alloc(p, rec) : NULL;
+    knit_future *f = rec != NULL ? knit__future_alloc(p, rec, false) : NULL;
     if (f == NULL) return NULL;
     memcpy(&f->fn, &e->fn, sizeof f->fn);
     f->arg = e->arg;

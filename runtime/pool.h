@@ -115,14 +115,19 @@ struct knit__waiter {
  * a submit, a run, a settle, an await and a release of a task that
  * succeeded read or write (with 1M futures in flight, the await loop of
  * throughput-1 took two misses per future when code and pool were on
- * line 1). Line 1 holds what only a failure, a waiter, a continuation or
- * a chain reads, each behind a flag on line 0: message and task_code
- * (code != 0), waiters and conts (watched), antecedent (chained). A free
- * future keeps line 1 at its defaults (NULL message, waiters, conts and
- * antecedent; the slab is zeroed when made, and the free and the settle
- * put back what they used), so an allocation writes line 0 only. The
- * rest (payload, magazines, promises) is read only when the flags on
- * line 0 say it is in use. */
+ * line 1). Line 1 holds what only a failure, a waiter, a continuation, a
+ * chain or a promise reads, each behind a flag on line 0: message and
+ * task_code (code != 0), waiters and conts (watched), antecedent
+ * (chained), the promise list (promise). A free future keeps line 1 at its
+ * defaults (NULL message, waiters, conts and antecedent, promise_linked
+ * false; a slab's pages are zero when mapped, and the free and the settle
+ * put back what they used), so an allocation writes line 0 only. Line 2
+ * holds the buffer a task returned (behind out_state). A future that
+ * carries an input (knit_submit_copy, knit_submit_buf) is a
+ * struct knit__future_in, the same three lines and the input after them:
+ * futures come in two sizes (192 and 320 bytes), from caches of their
+ * own, so a plain future does not carry 128 bytes it never uses (a
+ * million futures in flight took 320 MiB). */
 struct knit_future {
     /* ---- line 0: state, the task, the outcome of a success ---- */
     alignas(KNIT__LINE) _Atomic uint32_t state; /* PENDING -> RUNNING -> DONE */
@@ -145,6 +150,9 @@ struct knit_future {
      * `promises` list (pool lock) and holds one reference of its own. */
     bool promise;
     bool chained; /* a continuation: `antecedent` is set (knit_future_then) */
+    /* A struct knit__future_in (its size class; set when the slab is
+     * carved, never changed). */
+    bool with_in;
     knit_fn fn;   /* the task (a continuation's: until scheduled) */
     void *arg;
     /* A group member's record (runtime/group.c), not a future: no user
@@ -158,30 +166,50 @@ struct knit_future {
         knit_future *free_next; /* while in a free list */
     };
     struct knit__pool *pool;
-    /* ---- line 1: failures, waiters, chains (see above) ---- */
+    /* ---- line 1: failures, waiters, chains, promises (see above) ---- */
     alignas(KNIT__LINE) int task_code; /* the code given to knit_task_fail */
+    bool promise_linked;          /* on the promise list (pool lock) */
     char *message;     /* knit_task_fail's text (malloc), or NULL */
     struct knit__waiter *waiters; /* future lock */
     knit_future *conts;           /* continuations to schedule (lock) */
     knit_future *cont_next;       /* link in the antecedent's conts */
     knit_future *antecedent;      /* holds a reference (chained) */
-    /* ---- the rest (the magazine fields and promise_linked still on
-     * line 1, the rest beyond): only when line 0 says so, or on the
-     * first future of a magazine ---- */
-    knit_future *mag_next;        /* first of a magazine: the next one */
-    unsigned mag_count;           /* first of a magazine: its length */
-    bool promise_linked;                  /* on the list (pool lock) */
-    knit_future *promise_prev, *promise_next; /* the list (pool lock) */
-    /* The payload (payload/payload.h). `in` is the task's input, owned by
-     * the runtime until the task takes it or the future settles (valid
-     * while in_kind is not NONE); `out` is the buffer the task returned,
+    union {
+        /* An unsettled promise: the list (pool lock), while linked. */
+        struct {
+            knit_future *promise_prev, *promise_next;
+        };
+        /* The first future of a free magazine (never a promise). */
+        struct {
+            knit_future *mag_next; /* the next magazine */
+            unsigned mag_count;    /* its length */
+        };
+    };
+    /* ---- line 2: the buffer the task returned ---- */
+    /* The payload (payload/payload.h): the buffer the task returned,
      * owned by the future until taken (valid while out_state is SET). */
+    alignas(KNIT__LINE) knit_buf out;
+};
+
+/* A future with an input (with_in): `in` is the task's input, owned by
+ * the runtime until the task takes it or the future settles (valid while
+ * in_kind is not NONE). */
+struct knit__future_in {
+    knit_future f;
     knit_buf in;
-    knit_buf out;
     /* Aligned like malloc's memory: a task may read a struct it was
      * given as inline bytes in place. */
     alignas(max_align_t) unsigned char inline_data[KNIT_INLINE_BYTES];
 };
+
+/* f's input part; f->with_in. */
+static inline struct knit__future_in *knit__fin(knit_future *f) {
+    assert(f->with_in);
+    return (struct knit__future_in *)(void *)f;
+}
+
+/* The futures' two size classes (knit__future_alloc). */
+enum { KNIT__FC_PLAIN = 0, KNIT__FC_IN = 1, KNIT__FCLASSES = 2 };
 
 static_assert(offsetof(struct knit_future, pool) + sizeof(void *) <= KNIT__LINE,
               "a future's line 0 holds state, refs, code, flags, fn, arg, group, "
@@ -228,8 +256,10 @@ struct knit__producer {
      * `spare`, so a thread whose allocs and frees alternate at a magazine's
      * edge (a worker making and recycling group members' records) never
      * takes the pool lock for either (see knit__future_free). */
-    knit_future *cache, *spare;
-    unsigned ncache, nspare;
+    struct knit__fcache {
+        knit_future *cache, *spare;
+        unsigned ncache, nspare;
+    } fc[KNIT__FCLASSES]; /* per size class */
     /* Futures this thread allocated minus those it freed (wraps: only the
      * sum over every record, taken when the pool is freed, means
      * anything). */
@@ -308,8 +338,9 @@ struct knit__worker {
 struct knit__slab {
     struct knit__slab *next;
     size_t bytes;
+    size_t stride; /* a future's size in this slab (its class) */
     unsigned count, carved;
-    knit_future f[];
+    alignas(KNIT__LINE) unsigned char f[]; /* count futures, stride apart */
 };
 
 struct knit__arena;
@@ -382,8 +413,10 @@ struct knit__pool {
 
     /* Pool lock (handle->lock) guards these. */
     struct knit__producer *producers;
-    struct knit__slab *slabs; /* newest first; futures are carved from the first */
-    size_t slab_next_bytes;   /* the size of the next mapping */
+    struct knit__slab *slabs; /* every slab, newest first */
+    /* Per size class: the slab being carved, the size of its next one. */
+    struct knit__slab *carving[KNIT__FCLASSES];
+    size_t slab_next_bytes[KNIT__FCLASSES];
     /* Futures freed by a thread with no record (knit__future_free): with
      * each record's `futures_out`, whether any future is still in use
      * when the pool is freed. */
@@ -391,7 +424,7 @@ struct knit__pool {
     /* Free futures as whole chains ("magazines"): a thread hands over or
      * takes a chain of up to KNIT__FUTURE_CACHE in O(1), never walking
      * futures that another core touched last. */
-    knit_future *magazines;
+    knit_future *magazines[KNIT__FCLASSES]; /* per size class */
     uint64_t magazine_moves; /* magazines given and taken (tests) */
     /* Unsettled promises (runtime/promise.c), doubly linked. */
     knit_future *promises;
@@ -553,7 +586,9 @@ void knit__thread_exit_hook_install(void);
 int knit__thread_exit_arm(void);
 
 /* ---- runtime/future.c ---- */
-knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec);
+/* A free future from rec's cache of its class (with_in: a struct
+ * knit__future_in, for a task with an input); NULL if out of memory. */
+knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec, bool with_in);
 void knit__future_unref(knit_future *f);
 /* Returns a future that was never shared to rec's cache. */
 void knit__future_free_unused(knit_future *f, struct knit__producer *rec);

@@ -52,7 +52,7 @@ int knit_promise_create(knit_pool *h, knit_future **out) {
     if (rc < 0) return rc;
     struct knit__pool *p = h->p;
     struct knit__producer *rec = knit__producer_get(h, p);
-    knit_future *f = rec != NULL ? knit__future_alloc(p, rec) : NULL;
+    knit_future *f = rec != NULL ? knit__future_alloc(p, rec, false) : NULL;
     if (f == NULL) {
         knit__pool_exit(h);
         return knit__fail(KNIT_ENOMEM, "knit_promise_create: no memory");

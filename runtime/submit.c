@@ -634,6 +634,12 @@ static bool knit__push_local(struct knit__pool *p, struct knit__tls *tls,
     return true;
 }
 
+/* Whether a submit with pl carries an input (its future is then a
+ * struct knit__future_in); pl may only carry flags. */
+static bool knit__payload_carried(const struct knit__submit_payload *pl) {
+    return pl != NULL && (pl->bytes != NULL || pl->buf != NULL || pl->kind != KNIT__PAY_NONE);
+}
+
 /* Fills a fresh future: task, references, and the payload it carries. */
 static void knit__future_setup(knit_future *f, knit_fn fn, void *arg,
                                const struct knit__submit_payload *pl,
@@ -643,22 +649,22 @@ static void knit__future_setup(knit_future *f, knit_fn fn, void *arg,
     atomic_store_explicit(&f->refs, user ? 2 | KNIT__REFS_USER : 1, memory_order_relaxed);
     if (pl == NULL) return;
     f->always_run = pl->always_run;
-    if (pl->bytes == NULL && pl->buf == NULL && pl->kind == KNIT__PAY_NONE)
-        return; /* flags only, no payload */
+    if (!knit__payload_carried(pl)) return; /* flags only, no payload */
+    struct knit__future_in *fi = knit__fin(f);
     if (pl->buf != NULL) {
-        f->in = *pl->buf;
+        fi->in = *pl->buf;
     } else {
-        if (pl->len) memcpy(f->inline_data, pl->bytes, pl->len);
-        f->in.data = f->inline_data;
-        f->in.len = pl->len;
+        if (pl->len) memcpy(fi->inline_data, pl->bytes, pl->len);
+        fi->in.data = fi->inline_data;
+        fi->in.len = pl->len;
     }
     f->in_kind = pl->kind;
-    f->arg = f->in.data; /* a payload task's arg is its bytes */
+    f->arg = fi->in.data; /* a payload task's arg is its bytes */
 }
 
 /* Undoes a setup whose submit failed: the caller keeps its buffer. */
 static void knit__future_discard(knit_future *f, struct knit__producer *rec) {
-    memset(&f->in, 0, sizeof f->in);
+    if (f->with_in) memset(&knit__fin(f)->in, 0, sizeof knit__fin(f)->in);
     f->in_kind = KNIT__PAY_NONE;
     knit__future_free_unused(f, rec);
 }
@@ -670,6 +676,7 @@ static int knit__submit_task(knit_pool *h, knit_fn fn, void *arg,
                              struct knit_group *g, knit_future **out) {
     if (out != NULL) *out = NULL;
     if (fn == NULL) return knit__fail(KNIT_EINVAL, "task function is NULL");
+    bool with_in = knit__payload_carried(pl);
     int rc = knit__pool_enter(h, false);
     if (rc < 0) return rc;
     struct knit__pool *p = h->p;
@@ -682,7 +689,7 @@ static int knit__submit_task(knit_pool *h, knit_fn fn, void *arg,
     }
     if (tls->cpool == p && tls->current != NULL) {
         /* From inside a task: onto this consumer's deque. */
-        knit_future *f = knit__future_alloc(p, rec);
+        knit_future *f = knit__future_alloc(p, rec, with_in);
         if (f == NULL) {
             knit__pool_exit(h);
             return knit__fail(KNIT_ENOMEM, "cannot allocate a future");
@@ -720,7 +727,7 @@ static int knit__submit_task(knit_pool *h, knit_fn fn, void *arg,
         /* KNIT_CALLER_RUNS with every carpet full: it runs here, with a
          * record, as below. */
     }
-    knit_future *f = knit__future_alloc(p, rec);
+    knit_future *f = knit__future_alloc(p, rec, with_in);
     if (f == NULL) {
         if (rc == KNIT__RUN_HERE) {
             /* relaxed, as the undo of a count: nothing was published. */

@@ -121,9 +121,10 @@ void knit__member_run_bare(struct knit__pool *p, knit_fn fn, void *arg,
                            struct knit_group *g, struct knit__worker *w,
                            struct knit__producer *rec) {
     /* What the task's calls read of their record: lines 0 and 1, zeroed
-     * (no payload, no antecedent, not cancelled). */
+     * (no payload, no antecedent, not cancelled; `out` is read only
+     * behind out_state). */
     knit_future f;
-    memset(&f, 0, offsetof(knit_future, mag_next));
+    memset(&f, 0, offsetof(knit_future, out));
     atomic_init(&f.refs, 1);
     atomic_init(&f.out_state, KNIT__OUT_NONE);
     f.in_kind = KNIT__PAY_NONE;

@@ -15,8 +15,10 @@ static uint64_t moves(struct knit__pool *p) {
     return m;
 }
 
-knit_test_cache_result knit_test_future_cache(unsigned many, unsigned rounds) {
-    knit_test_cache_result r = {0, 0, 0, 0, KNIT__FUTURE_CACHE};
+knit_test_cache_result knit_test_future_cache(unsigned many, unsigned rounds, int with_in) {
+    knit_test_cache_result r = {0, 0, 0, 0, KNIT__FUTURE_CACHE, 0, 0, (unsigned)sizeof(knit_future),
+                                (unsigned)sizeof(struct knit__future_in)};
+    const unsigned cls = with_in ? KNIT__FC_IN : KNIT__FC_PLAIN;
     knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
     o.threads = 1;
     knit_pool *h = NULL;
@@ -38,25 +40,28 @@ knit_test_cache_result knit_test_future_cache(unsigned many, unsigned rounds) {
         goto out;
     }
     for (unsigned i = 0; i < many; i++)
-        if ((fs[i] = knit__future_alloc(p, rec)) == NULL) {
+        if ((fs[i] = knit__future_alloc(p, rec, with_in != 0)) == NULL) {
             for (unsigned k = 0; k < i; k++) knit__future_recycle(fs[k]);
             r.rc = 4;
             goto out;
         }
+    for (unsigned i = 0; i < many; i++) r.wrong_class += fs[i]->with_in != (with_in != 0);
     uint64_t m0 = moves(p);
     for (unsigned i = 0; i < many; i++) knit__future_recycle(fs[i]);
     uint64_t m1 = moves(p);
     r.moves_drain = m1 - m0;
     for (unsigned i = 0; i < rounds; i++) {
-        knit_future *f = knit__future_alloc(p, rec);
+        knit_future *f = knit__future_alloc(p, rec, with_in != 0);
         if (f == NULL) {
             r.rc = 5;
             goto out;
         }
+        r.wrong_class += f->with_in != (with_in != 0);
         knit__future_recycle(f);
     }
     r.moves_edge = moves(p) - m1;
-    r.kept = rec->ncache + rec->nspare;
+    r.kept = rec->fc[cls].ncache + rec->fc[cls].nspare;
+    r.other_kept = rec->fc[1 - cls].ncache + rec->fc[1 - cls].nspare;
 out:
     knit__pool_exit(h);
     free(fs);

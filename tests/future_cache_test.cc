@@ -15,27 +15,44 @@
 // pool's lock for either, wherever in a magazine it stands: with one
 // magazine, a thread at its edge gave the whole cache away on the free and
 // took it back on the next alloc, two lock round trips per task.
+// Both size classes (futures with and without an input) have caches of
+// their own and behave alike.
 TEST(FutureCache, AllocFreeAtAMagazinesEdgeTakesNoLock) {
-    for (unsigned many : {1u, 511u, 512u, 513u, 1023u, 1024u, 1025u, 1536u, 4096u}) {
-        knit_test_cache_result r = knit_test_future_cache(many, 10000);
-        ASSERT_EQ(0, r.rc) << "many=" << many;
-        EXPECT_EQ(0u, r.moves_edge) << "many=" << many;
-    }
+    for (int with_in : {0, 1})
+        for (unsigned many : {1u, 511u, 512u, 513u, 1023u, 1024u, 1025u, 1536u, 4096u}) {
+            knit_test_cache_result r = knit_test_future_cache(many, 10000, with_in);
+            ASSERT_EQ(0, r.rc) << "many=" << many << " with_in=" << with_in;
+            EXPECT_EQ(0u, r.moves_edge) << "many=" << many << " with_in=" << with_in;
+            EXPECT_EQ(0u, r.wrong_class) << "many=" << many << " with_in=" << with_in;
+            EXPECT_EQ(0u, r.other_kept) << "the other class's cache stays empty";
+        }
+}
+
+// A future without an input is three cache lines (the line a task that
+// succeeds touches, the failure/waiter/chain line, the returned buffer);
+// the input and its inline bytes live only in the larger class.
+TEST(FutureCache, AFutureWithoutAnInputIsThreeLines) {
+    knit_test_cache_result r = knit_test_future_cache(1, 0, 0);
+    ASSERT_EQ(0, r.rc);
+    EXPECT_EQ(192u, r.size_plain);
+    EXPECT_GE(r.size_in, r.size_plain + 32 + KNIT_INLINE_BYTES);
 }
 
 // Freeing many more than it allocates (a thread that releases futures
 // others made) hands all but two magazines back to the pool: what a
 // thread keeps stays bounded.
 TEST(FutureCache, AThreadKeepsAtMostTwoMagazines) {
-    for (unsigned many : {100u, 1024u, 5000u, 20000u}) {
-        knit_test_cache_result r = knit_test_future_cache(many, 0);
-        ASSERT_EQ(0, r.rc) << "many=" << many;
-        EXPECT_LE(r.kept, 2 * r.cache_max) << "many=" << many;
-        // Everything beyond the two magazines went back in whole ones.
-        if (many > 2 * r.cache_max) {
-            EXPECT_GE(r.moves_drain, (many - 2 * r.cache_max) / r.cache_max);
+    for (int with_in : {0, 1})
+        for (unsigned many : {100u, 1024u, 5000u, 20000u}) {
+            knit_test_cache_result r = knit_test_future_cache(many, 0, with_in);
+            ASSERT_EQ(0, r.rc) << "many=" << many << " with_in=" << with_in;
+            EXPECT_EQ(0u, r.other_kept) << "many=" << many << " with_in=" << with_in;
+            EXPECT_LE(r.kept, 2 * r.cache_max) << "many=" << many;
+            // Everything beyond the two magazines went back in whole ones.
+            if (many > 2 * r.cache_max) {
+                EXPECT_GE(r.moves_drain, (many - 2 * r.cache_max) / r.cache_max);
+            }
         }
-    }
 }
 
 // A recycled future starts clean: a future's second line (a failure's
