@@ -191,6 +191,11 @@ struct knit_future {
     alignas(KNIT__LINE) knit_buf out;
 };
 
+static_assert(offsetof(struct knit_future, out) == 2 * KNIT__LINE &&
+                  sizeof(struct knit_future) == 3 * KNIT__LINE,
+              "a future without an input is three lines: line 1 holds the failure, "
+              "waiter, chain and promise fields");
+
 /* A future with an input (with_in): `in` is the task's input, owned by
  * the runtime until the task takes it or the future settles (valid while
  * in_kind is not NONE). */
