@@ -147,16 +147,20 @@ TEST(Entry, ExitedThreadsLeaveTheRegistry) {
 
 // Many threads entering and leaving while the pool is destroyed: destroy
 // returns, every call either got in before it (and finished) or was
-// refused, and nothing is touched after the free (ASan / TSan).
+// refused, and nothing is touched after the free (ASan / TSan). Each
+// thread calls until it is refused (the handle outlives the pool, so that
+// ends), and destroy starts only once every thread has made a call: a
+// sleep alone gave no thread time to start on a loaded CI machine (no call
+// at all in a round, under ASan).
 TEST(Entry, RacesWithDestroy) {
     for (int round = 0; round < 20; round++) {
         knit_pool *p = make_pool();
-        std::atomic<bool> stop{false};
-        std::atomic<uint64_t> in{0}, refused{0};
+        std::atomic<unsigned> started{0};
+        std::atomic<uint64_t> in{0}, refused{0}, other{0};
         std::vector<std::thread> ts;
         for (int i = 0; i < 3; i++)
             ts.emplace_back([&] {
-                while (!stop.load()) {
+                for (bool first = true;; first = false) {
                     knit_pool_stats_t st{};
                     st.size = sizeof st;
                     int rc = knit_pool_stats(p, &st);
@@ -164,14 +168,19 @@ TEST(Entry, RacesWithDestroy) {
                         in++;
                     else if (rc == KNIT_ESHUTDOWN)
                         refused++;
-                    if (rc == KNIT_ESHUTDOWN) break;
+                    else
+                        other++;
+                    if (first) started++;
+                    if (rc != 0) break;
                 }
             });
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        while (started.load() < 3) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
         EXPECT_EQ(0, knit_pool_destroy(p, KNIT_DRAIN));
-        stop = true;
         for (auto &t : ts) t.join();
-        EXPECT_GT(in.load() + refused.load(), 0u);
+        EXPECT_EQ(3u, refused.load()) << "every thread ends refused";
+        EXPECT_EQ(0u, other.load()) << "a call during destroy is in or refused";
+        EXPECT_GT(in.load(), 0u);
     }
 }
 
