@@ -56,8 +56,8 @@ static void knit__funlock(knit_future *f) { knit__spin_unlock(&f->lock); }
  * largest slabs with huge pages; knit does not ask for them (madvise):
  * on this kind of VM a burst of a million futures then ran 2x slower
  * cold (the kernel's clear_page of never-used memory took half of the
- * samples), though 12% faster warm (fewer TLB misses). NULL if the
- * mapping fails. */
+ * samples), though 12% faster warm (the cause not measured). NULL if
+ * the mapping fails. */
 static struct knit__slab *knit__slab_map(struct knit__pool *p, unsigned cls) {
     size_t bytes = p->slab_next_bytes[cls] != 0 ? p->slab_next_bytes[cls] : KNIT__SLAB_FIRST;
     if (knit__alloc_fails()) return NULL;

@@ -65,7 +65,8 @@
 #define KNIT__DEFAULT_AWAIT_SPIN_NS 50000
 #define KNIT__DEFAULT_ARENA ((size_t)64 << 20)
 #define KNIT__PARKED_WORDS (KNIT_MAX_THREADS / 64)
-/* Futures in a thread's loaded magazine (knit__producer.cache); it keeps
+/* Futures in a thread's loaded magazine of a size class
+ * (knit__producer.fc[].cache); it keeps
  * one more full magazine (spare) before it gives one back to the pool. */
 #define KNIT__FUTURE_CACHE 512u
 /* Futures come from slabs, mappings of fresh zero pages (so a free
