@@ -31,6 +31,7 @@
 #include "runtime/pool.h"
 
 #define KNIT__TLS_POOLS 8
+#define KNIT__PROBES 4u
 
 struct knit__tls_entry {
     knit_pool *h;
@@ -235,12 +236,13 @@ static knit_carpet *knit__spare_take(struct knit__pool *p) {
 }
 
 /* Another carpet for rec (which the caller holds) in *out: a spare one, a
- * new one while the registry has room, or one taken from an idle thread.
+ * new one while the registry has room, or (with `reclaim`) one taken from
+ * an idle thread.
  * 0; KNIT_EAGAIN when every carpet in the pool is full or held by a thread
  * that is publishing (lanes free up as workers claim: wait);
  * KNIT_ENOMEM (with the message set; nothing changed). */
 static int knit__carpet_take(struct knit__pool *p, struct knit__producer *rec,
-                             knit_carpet **out) {
+                             bool reclaim, knit_carpet **out) {
     knit_pool *h = p->handle;
     knit_carpet *c = NULL;
     int rc = KNIT_EAGAIN;
@@ -272,7 +274,7 @@ static int knit__carpet_take(struct knit__pool *p, struct knit__producer *rec,
          * nall): the entry is written before workers can see it. */
         atomic_store_explicit(&p->nall, n + 1, memory_order_seq_cst);
     }
-    if (c == NULL && knit__carpets_reclaim(p, rec) > 0)
+    if (c == NULL && reclaim && knit__carpets_reclaim(p, rec) > 0)
         c = knit__spare_take(p);
     if (c != NULL) {
         atomic_store_explicit(&rec->mine[nmine], c, memory_order_relaxed);
@@ -306,25 +308,58 @@ static void knit__hold_exit(struct knit__producer *rec) {
     atomic_store_explicit(&rec->hold, KNIT__HOLD_FREE, memory_order_release);
 }
 
+/* Publishes t into c if it has a free lane (B1 flushed); false if full. */
+static bool knit__publish_into(knit_carpet *c, const knit__lane_task *t) {
+    if (knit__carpet_publish(c, t, NULL, 0) < 0) return false;
+    knit__carpet_flush(c); /* B1 of the parking protocol */
+    return true;
+}
+
+/* Finding a free lane. The thread's carpets are tried in turn from the
+ * one it published into last, but only KNIT__PROBES of them before it
+ * takes a spare carpet or grows the registry: a carpet it filled after
+ * the current one is still full unless the workers drained it, and every
+ * probe of a full carpet costs two cache misses (its producer line and
+ * its worker_bits). Walking them all before each new carpet made growing
+ * to N carpets cost N^2 / 2 probes, and at the registry's capacity, with
+ * four threads submitting, four probes of a full carpet per task. Only
+ * when no spare is left and the registry is full (or memory runs out)
+ * does it try the rest of its own and then take from idle threads
+ * (knit__carpets_reclaim), as before: a submit still never waits while a
+ * free lane exists in a carpet it can have. */
 static int knit__publish_held(struct knit__pool *p, struct knit__producer *rec,
                               const knit__lane_task *t) {
     uint32_t n = atomic_load_explicit(&rec->nmine, memory_order_relaxed);
-    for (unsigned k = 0; k < n; k++) {
-        unsigned i = (rec->cur + k) % n;
-        knit_carpet *c = atomic_load_explicit(&rec->mine[i], memory_order_relaxed);
-        if (knit__carpet_publish(c, t, NULL, 0) >= 0) {
+    uint32_t start = rec->cur < n ? rec->cur : 0;
+    uint32_t k = 0;
+    for (; k < n && k < KNIT__PROBES; k++) {
+        uint32_t i = start + k < n ? start + k : start + k - n; /* start < n */
+        if (knit__publish_into(atomic_load_explicit(&rec->mine[i], memory_order_relaxed), t)) {
             rec->cur = i;
-            knit__carpet_flush(c); /* B1 of the parking protocol */
             return 0;
         }
     }
     knit_carpet *c;
-    int rc = knit__carpet_take(p, rec, &c);
+    int rc;
+    if (k < n) {
+        rc = knit__carpet_take(p, rec, false, &c);
+        /* A spare or new carpet has a free lane. Else (none to be had, or
+         * no memory for one) the rest of ours may; if they do not, a
+         * failed allocation is the submit's ENOMEM (message set), as it
+         * was before the walk was bounded, not a second try. */
+        if (rc == 0) return knit__publish_into(c, t) ? 0 : KNIT_EAGAIN;
+        for (; k < n; k++) {
+            uint32_t i = start + k < n ? start + k : start + k - n; /* start < n */
+            if (knit__publish_into(atomic_load_explicit(&rec->mine[i], memory_order_relaxed), t)) {
+                rec->cur = i;
+                return 0;
+            }
+        }
+        if (rc == KNIT_ENOMEM) return rc;
+    }
+    rc = knit__carpet_take(p, rec, true, &c);
     if (rc < 0) return rc;
-    int lane = knit__carpet_publish(c, t, NULL, 0);
-    if (lane < 0) return lane; /* a taken carpet has a free lane */
-    knit__carpet_flush(c);
-    return 0;
+    return knit__publish_into(c, t) ? 0 : KNIT_EAGAIN; /* a taken carpet has a free lane */
 }
 
 int knit__publish(struct knit__pool *p, struct knit__producer *rec,

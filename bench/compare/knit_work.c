@@ -58,7 +58,23 @@ static wu_opts suffixed_opts(char *name, size_t cap, const char *suffix) {
     return o;
 }
 
+/* What the pool did over the whole row (INFO; //bench:compare ignores
+ * it): how many carpets it grew and moved between threads, how many
+ * lanes a claim took on average, how often workers slept. */
+static void pool_info(knit_pool *pool) {
+    knit_pool_stats_t st = {.size = sizeof st};
+    if (knit_pool_stats(pool, &st) != 0) return;
+    printf("INFO %s knit %s carpets=%llu moved=%llu claims=%llu lanes_per_claim=%.2f "
+           "polls_lost=%llu parks=%llu wakes=%llu helped=%llu\n",
+           O.row, O.variant, (unsigned long long)st.carpets,
+           (unsigned long long)st.carpets_moved, (unsigned long long)st.total.claims,
+           st.total.claims ? (double)st.total.lanes_claimed / (double)st.total.claims : 0.0,
+           (unsigned long long)st.total.polls_lost, (unsigned long long)st.total.parks,
+           (unsigned long long)st.total.wakes, (unsigned long long)st.helped);
+}
+
 static void destroy_pool(knit_pool *pool) {
+    pool_info(pool);
     int64_t t0 = wu_now_ns();
     int rc = knit_pool_destroy(pool, KNIT_DRAIN);
     if (rc != 0) wu_die("knit_pool_destroy: %s", knit_last_error());
