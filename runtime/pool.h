@@ -245,6 +245,9 @@ static_assert(offsetof(struct knit_future, task_code) == KNIT__LINE &&
  * burst starts without the pool lock); beyond these, its empty carpets go
  * back to the pool. */
 #define KNIT__CARPET_RESERVE 2u
+/* Carpets of its own a thread tries before it takes a spare or a new one
+ * (knit__publish_held). */
+#define KNIT__PROBES 4u
 
 struct knit__producer {
     struct knit__pool *pool;

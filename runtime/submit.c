@@ -31,7 +31,6 @@
 #include "runtime/pool.h"
 
 #define KNIT__TLS_POOLS 8
-#define KNIT__PROBES 4u
 
 struct knit__tls_entry {
     knit_pool *h;

@@ -65,12 +65,13 @@ static void pool_info(knit_pool *pool) {
     knit_pool_stats_t st = {.size = sizeof st};
     if (knit_pool_stats(pool, &st) != 0) return;
     printf("INFO %s knit %s carpets=%llu moved=%llu claims=%llu lanes_per_claim=%.2f "
-           "polls_lost=%llu parks=%llu wakes=%llu helped=%llu\n",
+           "polls_lost=%llu parks=%llu wakes=%llu helped=%llu pending_high=%llu\n",
            O.row, O.variant, (unsigned long long)st.carpets,
            (unsigned long long)st.carpets_moved, (unsigned long long)st.total.claims,
            st.total.claims ? (double)st.total.lanes_claimed / (double)st.total.claims : 0.0,
            (unsigned long long)st.total.polls_lost, (unsigned long long)st.total.parks,
-           (unsigned long long)st.total.wakes, (unsigned long long)st.helped);
+           (unsigned long long)st.total.wakes, (unsigned long long)st.helped,
+           (unsigned long long)st.pending_high);
 }
 
 static void destroy_pool(knit_pool *pool) {
