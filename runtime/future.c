@@ -104,7 +104,7 @@ static bool knit__futures_carve(struct knit__pool *p, unsigned cls, struct knit_
 }
 
 knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec, bool with_in) {
-    unsigned cls = with_in ? KNIT__FC_IN : KNIT__FC_PLAIN;
+    unsigned cls = knit__fclass(with_in);
     struct knit__fcache *c = &rec->fc[cls];
     if (c->cache == NULL && c->spare != NULL) {
         /* The full spare becomes the loaded magazine: no lock. */
@@ -162,7 +162,7 @@ knit_future *knit__future_alloc(struct knit__pool *p, struct knit__producer *rec
 }
 
 void knit__future_free_unused(knit_future *f, struct knit__producer *rec) {
-    struct knit__fcache *c = &rec->fc[f->with_in ? KNIT__FC_IN : KNIT__FC_PLAIN];
+    struct knit__fcache *c = &rec->fc[knit__fclass(f->with_in)];
     f->free_next = c->cache;
     c->cache = f;
     c->ncache++;
@@ -207,7 +207,7 @@ static void knit__future_free(knit_future *f) {
         f->message = NULL;
     }
     knit__payload_drop(f); /* a returned buffer nobody took */
-    unsigned cls = f->with_in ? KNIT__FC_IN : KNIT__FC_PLAIN;
+    unsigned cls = knit__fclass(f->with_in);
     struct knit__producer *rec = knit__producer_get(p->handle, p);
     if (rec != NULL) {
         struct knit__fcache *c = &rec->fc[cls];

@@ -217,6 +217,9 @@ static inline struct knit__future_in *knit__fin(knit_future *f) {
 /* The futures' two size classes (knit__future_alloc). */
 enum { KNIT__FC_PLAIN = 0, KNIT__FC_IN = 1, KNIT__FCLASSES = 2 };
 
+/* The size class of a future with (or without) an input. */
+static inline unsigned knit__fclass(bool with_in) { return with_in ? KNIT__FC_IN : KNIT__FC_PLAIN; }
+
 static_assert(offsetof(struct knit_future, pool) + sizeof(void *) <= KNIT__LINE,
               "a future's line 0 holds state, refs, code, flags, fn, arg, group, "
               "result and pool");

@@ -18,7 +18,7 @@ static uint64_t moves(struct knit__pool *p) {
 knit_test_cache_result knit_test_future_cache(unsigned many, unsigned rounds, int with_in) {
     knit_test_cache_result r = {0, 0, 0, 0, KNIT__FUTURE_CACHE, 0, 0, (unsigned)sizeof(knit_future),
                                 (unsigned)sizeof(struct knit__future_in)};
-    const unsigned cls = with_in ? KNIT__FC_IN : KNIT__FC_PLAIN;
+    const unsigned cls = knit__fclass(with_in);
     knit_pool_options o = KNIT_POOL_OPTIONS_INIT;
     o.threads = 1;
     knit_pool *h = NULL;
