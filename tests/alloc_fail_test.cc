@@ -23,6 +23,7 @@
 
 #include "knit/knit.h"
 #include "base/alloc.h"
+#include "tests/pool_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KNIT_TEST_ASAN 1
@@ -80,32 +81,10 @@ unsigned walk(const char *what, Op op, unsigned limit = 400) {
 
 void *ret_arg(knit_task *, void *arg) { return arg; }
 
-struct Gate {
-    std::atomic<int> open{0};
-    std::atomic<int> entered{0};
-};
-
-void *wait_gate(knit_task *, void *arg) {
-    auto *g = static_cast<Gate *>(arg);
-    // Acquire/release: pairs with the test thread's release of `open`.
-    g->entered.fetch_add(1, std::memory_order_release);
-    while (g->open.load(std::memory_order_acquire) == 0) std::this_thread::yield();
-    return nullptr;
-}
-
-// Holds the pool's only worker in wait_gate until release_worker.
-knit_future *hold_worker(knit_pool *pool, Gate &gate) {
-    knit_future *blocker = nullptr;
-    EXPECT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
-    while (gate.entered.load(std::memory_order_acquire) == 0) std::this_thread::yield();
-    return blocker;
-}
-
-void release_worker(Gate &gate, knit_future *blocker) {
-    gate.open.store(1, std::memory_order_release);
-    EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
-    EXPECT_EQ(0, knit_future_release(blocker));
-}
+using knit_test::Gate;
+using knit_test::hold_worker;
+using knit_test::release_worker;
+using knit_test::wait_gate;
 
 knit_pool *make_pool(unsigned threads, int backpressure = KNIT_BLOCK) {
     knit_pool_options o = KNIT_POOL_OPTIONS_INIT;

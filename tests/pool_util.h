@@ -1,8 +1,12 @@
 // A pool for the length of a test: created with the given shape, drained and
-// destroyed (checked) at the end, unless release() handed it over.
+// destroyed (checked) at the end, unless release() handed it over; and a
+// gate that holds a pool's only worker while a test fills its carpets.
 #pragma once
 
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
 
 #include "knit/knit.h"
 
@@ -34,5 +38,32 @@ struct Pool {
     Pool &operator=(const Pool &) = delete;
     operator knit_pool *() const { return p; }
 };
+
+struct Gate {
+    std::atomic<int> open{0};
+    std::atomic<int> entered{0};
+};
+
+inline void *wait_gate(knit_task *, void *arg) {
+    auto *g = static_cast<Gate *>(arg);
+    // Acquire/release: pairs with the test thread's release of `open`.
+    g->entered.fetch_add(1, std::memory_order_release);
+    while (g->open.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+    return nullptr;
+}
+
+// Holds the pool's only worker in wait_gate until release_worker.
+inline knit_future *hold_worker(knit_pool *pool, Gate &gate) {
+    knit_future *blocker = nullptr;
+    EXPECT_EQ(0, knit_submit(pool, wait_gate, &gate, &blocker));
+    while (gate.entered.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+    return blocker;
+}
+
+inline void release_worker(Gate &gate, knit_future *blocker) {
+    gate.open.store(1, std::memory_order_release);
+    EXPECT_EQ(0, knit_await(blocker, -1, nullptr));
+    EXPECT_EQ(0, knit_future_release(blocker));
+}
 
 }  // namespace knit_test
