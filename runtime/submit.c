@@ -314,6 +314,21 @@ static bool knit__publish_into(knit_carpet *c, const knit__lane_task *t) {
     return true;
 }
 
+/* Tries rec's carpets the `from`-th to the `to`-th after `start`
+ * (wrapping at n); true once t is published (rec->cur is then its
+ * carpet). */
+static bool knit__publish_mine(struct knit__producer *rec, const knit__lane_task *t,
+                               uint32_t n, uint32_t start, uint32_t from, uint32_t to) {
+    for (uint32_t k = from; k < to; k++) {
+        uint32_t i = start + k < n ? start + k : start + k - n; /* start < n */
+        if (knit__publish_into(atomic_load_explicit(&rec->mine[i], memory_order_relaxed), t)) {
+            rec->cur = i;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Finding a free lane. The thread's carpets are tried in turn from the
  * one it published into last, but only KNIT__PROBES of them before it
  * takes a spare carpet or grows the registry: a carpet it filled after
@@ -330,30 +345,18 @@ static int knit__publish_held(struct knit__pool *p, struct knit__producer *rec,
                               const knit__lane_task *t) {
     uint32_t n = atomic_load_explicit(&rec->nmine, memory_order_relaxed);
     uint32_t start = rec->cur < n ? rec->cur : 0;
-    uint32_t k = 0;
-    for (; k < n && k < KNIT__PROBES; k++) {
-        uint32_t i = start + k < n ? start + k : start + k - n; /* start < n */
-        if (knit__publish_into(atomic_load_explicit(&rec->mine[i], memory_order_relaxed), t)) {
-            rec->cur = i;
-            return 0;
-        }
-    }
+    uint32_t tried = n < KNIT__PROBES ? n : KNIT__PROBES;
+    if (knit__publish_mine(rec, t, n, start, 0, tried)) return 0;
     knit_carpet *c;
     int rc;
-    if (k < n) {
+    if (tried < n) {
         rc = knit__carpet_take(p, rec, false, &c);
         /* A spare or new carpet has a free lane. Else (none to be had, or
          * no memory for one) the rest of ours may; if they do not, a
          * failed allocation is the submit's ENOMEM (message set), as it
          * was before the walk was bounded, not a second try. */
         if (rc == 0) return knit__publish_into(c, t) ? 0 : KNIT_EAGAIN;
-        for (; k < n; k++) {
-            uint32_t i = start + k < n ? start + k : start + k - n; /* start < n */
-            if (knit__publish_into(atomic_load_explicit(&rec->mine[i], memory_order_relaxed), t)) {
-                rec->cur = i;
-                return 0;
-            }
-        }
+        if (knit__publish_mine(rec, t, n, start, tried, n)) return 0;
         if (rc == KNIT_ENOMEM) return rc;
     }
     rc = knit__carpet_take(p, rec, true, &c);
